@@ -1,0 +1,28 @@
+# The two commands README.md starts with: `make trial` and `make test`.
+# Both set the machine up first (idempotent) and need nothing installed beforehand
+# but make itself.
+.PHONY: setup test lint unit trial schemas
+
+VENV := .venv/bin
+
+setup:
+	@bash .ci/setup
+
+lint: setup
+	$(VENV)/ruff check .
+	$(VENV)/ruff format --check .
+	$(VENV)/mypy
+
+# The whole suite, integration tests included (CI runs this via .ci/run).
+test: lint
+	$(VENV)/pytest
+
+# Fast unit tests only, for the edit loop.
+unit: setup
+	$(VENV)/pytest -m "not integration"
+
+schemas: setup
+	$(VENV)/harness schema --out docs/schemas
+
+trial: setup
+	$(VENV)/harness trial --profile smollm2

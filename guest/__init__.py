@@ -1,0 +1,1 @@
+"""Code that ships into the guest VM. Imports receipts and pinned wheels only."""

@@ -1,0 +1,1 @@
+"""Host mechanisms: cgroups, VM backends, image build, SSH, model pins and conversion."""
