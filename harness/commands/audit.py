@@ -1,0 +1,59 @@
+"""`harness audit RECEIPT.zip [--json]`: exit 0 valid, 1 invalid, 2 usage or unreadable file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import structlog
+
+from receipts.audit import AuditResult, audit_file
+from receipts.canonical import canonical
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("audit", help="audit a receipt ZIP")
+    parser.add_argument("receipt", type=Path, metavar="RECEIPT.zip")
+    parser.add_argument("--json", action="store_true", help="print the closed audit result")
+    parser.set_defaults(run=run)
+
+
+def render_human(result: AuditResult) -> str:
+    lines = [
+        f"zip sha256   {result.zip_sha256}",
+        f"receipt id   {result.receipt_id or '-'}",
+        f"valid        {'yes' if result.valid else 'no'}",
+        f"verdict      {result.derived_verdict or '- (not derived: the receipt is invalid)'}",
+        f"claimed      {result.claimed_verdict or '-'}",
+        f"policy       {result.policy or '-'}",
+        f"placement    {result.placement or '-'} (channel {result.channel or '-'})",
+    ]
+    if result.findings:
+        lines.append("")
+        lines.append(f"{'phase':<12} {'rule':<22} {'category':<28} entry")
+        for finding in result.findings:
+            entry = finding.entry or (
+                f"#{finding.entry_index}" if finding.entry_index is not None else "-"
+            )
+            lines.append(f"{finding.phase:<12} {finding.rule:<22} {finding.category:<28} {entry}")
+        if result.findings_truncated:
+            lines.append("(more findings were not listed)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    log = structlog.get_logger()
+    try:
+        result = audit_file(args.receipt)
+    except OSError as exc:
+        print(f"harness audit: cannot read the receipt ({type(exc).__name__})", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if args.json:
+        sys.stdout.write(canonical(result.to_json()).decode("utf-8") + "\n")
+    else:
+        print(render_human(result))
+    log.info("audit.done", valid=result.valid, findings=len(result.findings))
+    return EXIT_VALID if result.valid else EXIT_INVALID

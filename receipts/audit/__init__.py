@@ -1,0 +1,59 @@
+"""Audit a receipt ZIP: integrity → schemas → cross-record consistency → verdict.
+
+Each phase runs only on what the previous one passed; every failure is a closed
+category that names its entry. A receipt is valid when nothing was found; its verdict
+is derived from the records by `receipts.verdict`, never read from the trial's claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from receipts.audit.consistency import RULES, check_consistency
+from receipts.audit.container import CONTAINER_RULES, MAX_ZIP_BYTES, check_container
+from receipts.audit.context import AuditContext
+from receipts.audit.findings import AuditResult, Finding
+from receipts.audit.schemas import SCHEMA_RULES, check_schemas
+from receipts.manifest import receipt_id
+from receipts.recordset import MANIFEST_NAME
+from receipts.verdict import derive_verdict
+
+__all__ = ["ALL_RULES", "AuditResult", "Finding", "audit_bytes", "audit_file"]
+
+ALL_RULES: tuple[str, ...] = (*CONTAINER_RULES, *SCHEMA_RULES, *(name for name, _rule in RULES))
+"""Every rule the audit applies, in the order it applies them."""
+
+
+def audit_bytes(data: bytes, disabled: frozenset[str] = frozenset()) -> AuditResult:
+    ctx = AuditContext(data=data, disabled=disabled)
+    entries = check_container(ctx)
+    records = None
+    if entries is not None:
+        records = check_schemas(ctx, entries)
+        if not ctx.findings:
+            check_consistency(ctx, records)
+    trial = records.trial if records is not None else None
+    derivable = records is not None and not ctx.findings
+    manifest = entries.get(MANIFEST_NAME) if entries is not None else None
+    return AuditResult(
+        valid=not ctx.findings,
+        zip_sha256=hashlib.sha256(data).hexdigest(),
+        receipt_id=receipt_id(manifest) if manifest is not None and not ctx.findings else None,
+        claimed_verdict=trial.verdict if trial is not None else None,
+        derived_verdict=derive_verdict(records) if derivable and records is not None else None,
+        policy=trial.policy if trial is not None else None,
+        placement=trial.placement if trial is not None else None,
+        channel=trial.channel if trial is not None else None,
+        findings=tuple(ctx.findings),
+        findings_truncated=ctx.truncated,
+    )
+
+
+def audit_file(path: Path) -> AuditResult:
+    """Audit the ZIP at `path`, reading at most one byte past the size ceiling.
+
+    OSError (missing, unreadable, a directory) propagates: the CLI maps it to exit 2.
+    """
+    with path.open("rb") as handle:
+        return audit_bytes(handle.read(MAX_ZIP_BYTES + 1))

@@ -1,0 +1,230 @@
+"""Cross-record consistency: the records must tell one story.
+
+Runs only on a receipt whose every entry passed integrity and schema checks (a rule
+over a partial set would report the damage again under another name). Each rule is a
+named function so a test can disable it and watch its tamper test fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from receipts.audit.context import AuditContext
+from receipts.records.trial import TrialRecord
+from receipts.recordset import KIND_BY_NAME, RecordSet
+from receipts.verdict import derive_verdict, first_failed_stage, required_stages
+
+Rule = Callable[[AuditContext, TrialRecord, RecordSet], None]
+
+
+def _required_records(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+    if records.hoststate is None:
+        ctx.add("consistency", "required_records", "record_missing", "hoststate.json")
+    failed = first_failed_stage(records)
+    reached_failure = False
+    for stage in required_stages(trial):
+        present = records.stage_record(stage) is not None
+        name = KIND_BY_NAME[stage].entry_name()
+        if reached_failure and present:
+            ctx.add("consistency", "required_records", "record_unexpected", name)
+        elif not reached_failure and not present:
+            ctx.add("consistency", "required_records", "record_missing", name)
+        reached_failure = reached_failure or stage == failed
+    if failed is None and not records.cleanup:
+        ctx.add("consistency", "required_records", "record_missing", "cleanup/000000.json")
+
+
+def _failed_stage_claim(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+    if trial.failed_stage != first_failed_stage(records):
+        ctx.add("consistency", "failed_stage_claim", "failed_stage_mismatch", "trial.json")
+
+
+def _verdict_claim(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+    if trial.verdict != derive_verdict(records):
+        ctx.add("consistency", "verdict_claim", "verdict_mismatch", "trial.json")
+
+
+def _policy_records(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+    """A scripted trial has no model path at all, so it can never pass for a model result."""
+    scripted = trial.policy == "scripted"
+    model_evidence = (
+        records.model is not None or records.worker is not None or bool(records.worker_requests)
+    )
+    agent_policy_differs = records.agent is not None and records.agent.policy != trial.policy
+    turn_sources_wrong = any(
+        (turn.request_index is None) != scripted
+        for turn in records.agent_turns
+        if turn.kind != "refused"
+    )
+    if (scripted and model_evidence) or agent_policy_differs or turn_sources_wrong:
+        ctx.add("consistency", "policy_records", "policy_mismatch", "trial.json")
+    if records.dispatch is not None and not trial.dispatched:
+        ctx.add("consistency", "policy_records", "record_unexpected", "dispatch.json")
+
+
+def _placement(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+    expected_channels = {
+        "none": {"none"},
+        "guest": {"guest_loopback"},
+        "host": {"guestfwd_unix", "virtio_serial"},
+    }
+    consistent = trial.channel in expected_channels[trial.placement] and (
+        (trial.policy == "scripted") == (trial.placement == "none")
+    )
+    worker = records.worker
+    if worker is not None:
+        consistent = consistent and (worker.placement, worker.channel) == (
+            trial.placement,
+            trial.channel,
+        )
+    if not consistent:
+        ctx.add("consistency", "placement", "placement_mismatch", "trial.json")
+
+
+def _agent_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    agent = records.agent
+    if agent is None:
+        return
+    turns = records.agent_turns
+    claimed = (
+        agent.turns,
+        agent.tool_calls,
+        agent.invalid_tool_calls,
+        agent.prompt_tokens_total,
+        agent.completion_tokens_total,
+    )
+    counted = (
+        len(turns),
+        len(records.tool_calls),
+        sum(turn.kind == "invalid_tool_call" for turn in turns),
+        sum(turn.prompt_tokens for turn in turns),
+        sum(turn.completion_tokens for turn in turns),
+    )
+    if claimed != counted:
+        ctx.add("consistency", "agent_counts", "count_mismatch", "agent.json")
+
+
+def _worker_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    worker = records.worker
+    if worker is None:
+        return
+    requests = records.worker_requests
+    claimed = (
+        worker.requests,
+        worker.admitted,
+        worker.refused,
+        worker.prompt_tokens_total,
+        worker.completion_tokens_total,
+    )
+    counted = (
+        len(requests),
+        sum(request.admission == "admitted" for request in requests),
+        sum(request.admission == "refused" for request in requests),
+        sum(request.prompt_tokens for request in requests),
+        sum(request.completion_tokens for request in requests),
+    )
+    if claimed != counted:
+        ctx.add("consistency", "worker_counts", "count_mismatch", "worker.json")
+
+
+def _turn_references(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    requests = records.worker_requests
+    used: set[int] = set()
+    for turn in records.agent_turns:
+        if turn.request_index is None:
+            continue
+        ok = turn.request_index < len(requests) and turn.request_index not in used
+        if ok:
+            request = requests[turn.request_index]
+            ok = (turn.prompt_tokens, turn.completion_tokens) == (
+                request.prompt_tokens,
+                request.completion_tokens,
+            )
+        used.add(turn.request_index)
+        if not ok:
+            name = KIND_BY_NAME["agent_turns"].entry_name(turn.index)
+            ctx.add("consistency", "turn_references", "reference_mismatch", name)
+
+
+def _tool_call_references(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    """Each tool call belongs to its own turn of kind `tool_call`, and each such turn has one."""
+    turns = records.agent_turns
+    seen: set[int] = set()
+    for call in records.tool_calls:
+        ok = (
+            call.turn < len(turns)
+            and turns[call.turn].kind == "tool_call"
+            and call.turn not in seen
+        )
+        seen.add(call.turn)
+        if not ok:
+            name = KIND_BY_NAME["tool_calls"].entry_name(call.index)
+            ctx.add("consistency", "tool_call_references", "reference_mismatch", name)
+    if len(seen) != sum(turn.kind == "tool_call" for turn in turns):
+        ctx.add("consistency", "tool_call_references", "reference_mismatch", "agent.json")
+
+
+def _model_reference(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    model, worker = records.model, records.worker
+    if model is None or worker is None:
+        return
+    if model.gguf_sha256 != worker.model_sha256:
+        ctx.add("consistency", "model_reference", "reference_mismatch", "worker.json")
+
+
+def _verification_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    verification = records.verification
+    if verification is None:
+        return
+    clean_pass = (
+        verification.category == "ok"
+        and verification.tests_passed > 0
+        and verification.tests_failed == 0
+        and verification.tests_errored == 0
+        and not verification.fixture_changed
+    )
+    if (verification.result == "passed") != clean_pass:
+        ctx.add(
+            "consistency", "verification_counts", "verification_inconsistent", "verification.json"
+        )
+
+
+def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    vm, worker = records.vm, records.worker
+    if vm is not None and (vm.category == "oom_killed") and vm.oom_kills == 0:
+        ctx.add("consistency", "oom", "oom_inconsistent", "vm.json")
+    if worker is not None and (worker.category == "oom_killed") and worker.oom_kills == 0:
+        ctx.add("consistency", "oom", "oom_inconsistent", "worker.json")
+
+
+def _timing(ctx: AuditContext, trial: TrialRecord, _records: RecordSet) -> None:
+    if trial.ended_unix_ms < trial.started_unix_ms:
+        ctx.add("consistency", "timing", "timing_inconsistent", "trial.json")
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("required_records", _required_records),
+    ("failed_stage_claim", _failed_stage_claim),
+    ("verdict_claim", _verdict_claim),
+    ("policy_records", _policy_records),
+    ("placement", _placement),
+    ("agent_counts", _agent_counts),
+    ("worker_counts", _worker_counts),
+    ("turn_references", _turn_references),
+    ("tool_call_references", _tool_call_references),
+    ("model_reference", _model_reference),
+    ("verification_counts", _verification_counts),
+    ("oom", _oom),
+    ("timing", _timing),
+)
+
+
+def check_consistency(ctx: AuditContext, records: RecordSet) -> None:
+    trial = records.trial
+    if trial is None:
+        if ctx.enabled("required_records"):
+            ctx.add("consistency", "required_records", "record_missing", "trial.json")
+        return
+    for name, rule in RULES:
+        if ctx.enabled(name):
+            rule(ctx, trial, records)

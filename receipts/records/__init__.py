@@ -1,0 +1,42 @@
+"""Closed record models, one module per pipeline stage."""
+
+from receipts.records.agent import AgentRecord, AgentTurnRecord, ToolCallRecord
+from receipts.records.base import Part, Record
+from receipts.records.cleanup import CleanupRecord
+from receipts.records.dispatch import DispatchRecord
+from receipts.records.gate import GateRecord
+from receipts.records.hoststate import FacetComparison, HostStateRecord
+from receipts.records.image import ImageRecord
+from receipts.records.memory import HeadroomSample, MemoryRecord
+from receipts.records.model import ModelRecord, TensorCounts
+from receipts.records.preflight import PreflightRecord
+from receipts.records.source import SourceRecord
+from receipts.records.trial import TrialRecord
+from receipts.records.verification import VerificationRecord
+from receipts.records.vm import VmRecord
+from receipts.records.worker import WorkerRecord, WorkerRequestRecord
+
+__all__ = [
+    "AgentRecord",
+    "AgentTurnRecord",
+    "CleanupRecord",
+    "DispatchRecord",
+    "FacetComparison",
+    "GateRecord",
+    "HeadroomSample",
+    "HostStateRecord",
+    "ImageRecord",
+    "MemoryRecord",
+    "ModelRecord",
+    "Part",
+    "PreflightRecord",
+    "Record",
+    "SourceRecord",
+    "TensorCounts",
+    "ToolCallRecord",
+    "TrialRecord",
+    "VerificationRecord",
+    "VmRecord",
+    "WorkerRecord",
+    "WorkerRequestRecord",
+]

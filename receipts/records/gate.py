@@ -1,0 +1,31 @@
+"""The guest runtime gate: the uploaded code was verified against its pin table before import."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from receipts.records.base import Record
+from receipts.types import Count, Millis, Sha256Hex
+
+GateCategory = Literal[
+    "ok",
+    "unlisted_importable",
+    "pycache_present",
+    "missing_file",
+    "size_mismatch",
+    "digest_mismatch",
+    "symlink",
+    "not_first_on_path",
+    "bytecode_writing_on",
+    "unread",
+]
+
+
+class GateRecord(Record):
+    schema_: Literal["harness.receipt.gate/1"] = Field("harness.receipt.gate/1", alias="schema")
+    category: GateCategory
+    pin_table_sha256: Sha256Hex
+    files_verified: Count
+    duration_ms: Millis

@@ -1,0 +1,60 @@
+"""Model identity: which pinned source, which conversion, which GGUF bytes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from receipts.records.base import Part, Record
+from receipts.types import ByteCount, Count, Millis, Provenance, Sha256Hex, Version
+
+ModelCategory = Literal[
+    "ok",
+    "pins_missing",
+    "pin_unlisted_file",
+    "pin_missing_file",
+    "pin_size_mismatch",
+    "pin_digest_mismatch",
+    "pin_symlink",
+    "config_contradicts_profile",
+    "source_unreadable",
+    "conversion_failed",
+    "gguf_metadata_mismatch",
+    "gguf_tensor_inventory_mismatch",
+    "gguf_tensor_data_mismatch",
+    "cache_corrupt",
+]
+
+GgufFileType = Literal["f32", "f16", "bf16", "q8_0", "q4_1", "other"]
+
+
+class TensorCounts(Part):
+    """How many tensors of each dtype the GGUF holds (fixed keys, no free mapping)."""
+
+    f32: Count
+    f16: Count
+    bf16: Count
+    q8_0: Count
+    q4_1: Count
+    other: Count
+
+
+class ModelRecord(Record):
+    schema_: Literal["harness.receipt.model/1"] = Field("harness.receipt.model/1", alias="schema")
+    category: ModelCategory
+    source_kind: Literal["synth", "pypi_wheel", "hf_snapshot"]
+    pins_from: Literal["profile", "operator_lock"]
+    pin_sha256: Sha256Hex | None
+    """Digest of the canonical pin table the source was verified against."""
+    conversion: Literal["converted", "none"]
+    converter_version: Version | None
+    file_type: GgufFileType | None
+    tensors: TensorCounts | None
+    gguf_size_bytes: ByteCount | None
+    gguf_sha256: Sha256Hex | None
+    cache_key: Sha256Hex | None
+    provenance: Provenance | None
+    verify_source_ms: Millis
+    convert_ms: Millis
+    verify_gguf_ms: Millis

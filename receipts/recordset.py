@@ -1,0 +1,129 @@
+"""The set of records one trial leaves, and the fixed entry names they have in a receipt.
+
+Every record kind has one home: a singleton entry `<kind>.json`, or a numbered sequence
+`<kind>/NNNNNN.json` counted from 000000 without gaps. A name outside this table is an
+unknown entry and is refused by the reader.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Final
+
+from receipts.records import (
+    AgentRecord,
+    AgentTurnRecord,
+    CleanupRecord,
+    DispatchRecord,
+    GateRecord,
+    HostStateRecord,
+    ImageRecord,
+    MemoryRecord,
+    ModelRecord,
+    PreflightRecord,
+    Record,
+    SourceRecord,
+    ToolCallRecord,
+    TrialRecord,
+    VerificationRecord,
+    VmRecord,
+    WorkerRecord,
+    WorkerRequestRecord,
+)
+from receipts.records.trial import Stage
+
+
+@dataclass(frozen=True)
+class RecordSet:
+    """All records of one trial. Singletons are None when absent; sequences are in index order."""
+
+    trial: TrialRecord | None = None
+    preflight: PreflightRecord | None = None
+    source: SourceRecord | None = None
+    dispatch: DispatchRecord | None = None
+    model: ModelRecord | None = None
+    image: ImageRecord | None = None
+    vm: VmRecord | None = None
+    gate: GateRecord | None = None
+    worker: WorkerRecord | None = None
+    agent: AgentRecord | None = None
+    verification: VerificationRecord | None = None
+    hoststate: HostStateRecord | None = None
+    memory: MemoryRecord | None = None
+    worker_requests: tuple[WorkerRequestRecord, ...] = field(default=())
+    agent_turns: tuple[AgentTurnRecord, ...] = field(default=())
+    tool_calls: tuple[ToolCallRecord, ...] = field(default=())
+    cleanup: tuple[CleanupRecord, ...] = field(default=())
+
+    def stage_record(self, stage: Stage) -> Record | None:
+        record = getattr(self, stage)
+        assert record is None or isinstance(record, Record)
+        return record
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One record kind: the RecordSet attribute it lives in, its model, its naming."""
+
+    name: str
+    model: type[Record]
+    sequence: bool
+
+    def entry_name(self, index: int | None = None) -> str:
+        if self.sequence:
+            assert index is not None
+            return f"{self.name}/{index:06d}.json"
+        return f"{self.name}.json"
+
+
+KINDS: Final[tuple[Kind, ...]] = (
+    Kind("trial", TrialRecord, sequence=False),
+    Kind("preflight", PreflightRecord, sequence=False),
+    Kind("source", SourceRecord, sequence=False),
+    Kind("dispatch", DispatchRecord, sequence=False),
+    Kind("model", ModelRecord, sequence=False),
+    Kind("image", ImageRecord, sequence=False),
+    Kind("vm", VmRecord, sequence=False),
+    Kind("gate", GateRecord, sequence=False),
+    Kind("worker", WorkerRecord, sequence=False),
+    Kind("agent", AgentRecord, sequence=False),
+    Kind("verification", VerificationRecord, sequence=False),
+    Kind("hoststate", HostStateRecord, sequence=False),
+    Kind("memory", MemoryRecord, sequence=False),
+    Kind("worker_requests", WorkerRequestRecord, sequence=True),
+    Kind("agent_turns", AgentTurnRecord, sequence=True),
+    Kind("tool_calls", ToolCallRecord, sequence=True),
+    Kind("cleanup", CleanupRecord, sequence=True),
+)
+KIND_BY_NAME: Final[dict[str, Kind]] = {kind.name: kind for kind in KINDS}
+assert set(KIND_BY_NAME) == {f.name for f in fields(RecordSet)}
+
+MANIFEST_NAME: Final = "manifest.json"
+ENTRY_NAME_PATTERN: Final = r"^(?:manifest|[a-z_]{1,32}(?:/[0-9]{6})?)\.json$"
+_SINGLETON = re.compile(r"^([a-z_]{1,32})\.json$")
+_SEQUENCED = re.compile(r"^([a-z_]{1,32})/([0-9]{6})\.json$")
+
+
+def classify_entry(name: str) -> tuple[Kind, int | None] | None:
+    """Map an entry name to its kind and sequence index; None for any unknown name."""
+    if match := _SINGLETON.fullmatch(name):
+        kind = KIND_BY_NAME.get(match.group(1))
+        return (kind, None) if kind is not None and not kind.sequence else None
+    if match := _SEQUENCED.fullmatch(name):
+        kind = KIND_BY_NAME.get(match.group(1))
+        return (kind, int(match.group(2))) if kind is not None and kind.sequence else None
+    return None
+
+
+def record_entries(records: RecordSet) -> dict[str, Record]:
+    """Every present record under its entry name (the manifest excluded)."""
+    entries: dict[str, Record] = {}
+    for kind in KINDS:
+        value = getattr(records, kind.name)
+        if kind.sequence:
+            for position, record in enumerate(value):
+                entries[kind.entry_name(position)] = record
+        elif value is not None:
+            entries[kind.entry_name()] = value
+    return entries

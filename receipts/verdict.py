@@ -1,0 +1,81 @@
+"""The verdict, derived from the records. The one function both `harness trial` and
+`harness audit` use, so the verdict a trial prints is the verdict a reviewer recomputes.
+
+Order of judgement: the first stage (in pipeline order) whose record is missing or
+failed names the verdict; then teardown (every cleanup receipt confirmed), host state
+(every facet unchanged), OOM kills (none); then the hidden tests decide between
+`accepted` and `task_incomplete`. Missing or unread evidence never yields `accepted`.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from receipts.records.agent import AGENT_FAILURES, AgentRecord
+from receipts.records.base import Record
+from receipts.records.trial import STAGE_ORDER, Stage, TrialRecord, Verdict
+from receipts.recordset import RecordSet
+
+
+def required_stages(trial: TrialRecord) -> tuple[Stage, ...]:
+    """The stages this trial must have run: dispatch only when dispatched; model and
+    worker only when a model chose the tool calls."""
+    skipped: set[Stage] = set()
+    if not trial.dispatched:
+        skipped.add("dispatch")
+    if trial.policy == "scripted":
+        skipped.update({"model", "worker"})
+    return tuple(stage for stage in STAGE_ORDER if stage not in skipped)
+
+
+def stage_succeeded(record: Record) -> bool:
+    """Whether a stage record reports success. An agent that stopped on one of its own
+    budgets succeeded as a stage: whether the task was done is for verification."""
+    category = getattr(record, "category", None)
+    if isinstance(record, AgentRecord):
+        return category not in AGENT_FAILURES
+    return category == "ok"
+
+
+def first_failed_stage(records: RecordSet) -> Stage | None:
+    """The first required stage whose record is present and reports failure."""
+    if records.trial is None:
+        return None
+    for stage in required_stages(records.trial):
+        record = records.stage_record(stage)
+        if record is not None and not stage_succeeded(record):
+            return stage
+    return None
+
+
+def derive_verdict(records: RecordSet) -> Verdict:
+    trial = records.trial
+    if trial is None:
+        return "evidence_incomplete"
+    for stage in required_stages(trial):
+        record = records.stage_record(stage)
+        if record is None:
+            return "evidence_incomplete"
+        if not stage_succeeded(record):
+            return cast(Verdict, f"failed_{stage}")
+    if not records.cleanup:
+        return "evidence_incomplete"
+    statuses = {receipt.status for receipt in records.cleanup}
+    if "failed" in statuses:
+        return "failed_teardown"
+    if statuses != {"confirmed"}:
+        return "evidence_incomplete"
+    if records.hoststate is None:
+        return "evidence_incomplete"
+    results = {facet.result for facet in records.hoststate.facets()}
+    if "changed" in results:
+        return "failed_host_state"
+    if results != {"unchanged"}:
+        return "evidence_incomplete"
+    oom_kills = (records.vm.oom_kills if records.vm else 0) + (
+        records.worker.oom_kills if records.worker else 0
+    )
+    if oom_kills:
+        return "failed_oom"
+    assert records.verification is not None  # a required stage, checked above
+    return "accepted" if records.verification.result == "passed" else "task_incomplete"

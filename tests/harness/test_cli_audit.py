@@ -1,0 +1,78 @@
+"""`harness audit` through the real console script: exit codes, human and JSON output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from receipts.bundle import bundle_bytes, write_bundle
+from tests.receipts import tamper
+from tests.receipts.builders import accepted_model_trial
+
+HARNESS = [sys.executable, "-m", "harness.cli"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HARNESS, *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def valid_zip(tmp_path: Path) -> Path:
+    path = tmp_path / "receipt.zip"
+    write_bundle(accepted_model_trial(), path)
+    return path
+
+
+def test_valid_receipt_exits_zero_with_a_table(valid_zip: Path) -> None:
+    result = run("audit", str(valid_zip))
+    assert result.returncode == 0, result.stderr
+    assert "valid        yes" in result.stdout
+    assert "verdict      accepted" in result.stdout
+
+
+def test_json_output_is_a_closed_canonical_result(valid_zip: Path) -> None:
+    result = run("audit", "--json", str(valid_zip))
+    assert result.returncode == 0
+    payload = json.loads(result.stdout)
+    assert payload["schema"] == "harness.audit.result/1"
+    assert payload["valid"] is True
+    assert payload["derived_verdict"] == "accepted"
+    assert result.stdout.endswith("\n") and "\n" not in result.stdout[:-1]
+
+
+def test_tampered_receipt_exits_one_naming_the_category(tmp_path: Path) -> None:
+    data = bundle_bytes(accepted_model_trial())
+    path = tmp_path / "bad.zip"
+    path.write_bytes(tamper.flip_byte(data, tamper.payload_offset(data, "agent.json") + 5))
+    result = run("audit", str(path))
+    assert result.returncode == 1
+    assert "crc_mismatch" in result.stdout and "agent.json" in result.stdout
+    as_json = run("audit", "--json", str(path))
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["findings"][0]["category"] == "crc_mismatch"
+
+
+@pytest.mark.parametrize("problem", ["missing", "directory"])
+def test_unreadable_file_exits_two(tmp_path: Path, problem: str) -> None:
+    path = tmp_path / "receipt.zip"
+    if problem == "directory":
+        path.mkdir()
+    result = run("audit", str(path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("harness audit: cannot read the receipt")
+    assert str(tmp_path) not in result.stderr
+
+
+def test_usage_error_exits_two() -> None:
+    assert run("audit").returncode == 2
+    assert run("audit", "--bogus", "x.zip").returncode == 2
+
+
+def test_trial_says_not_yet() -> None:
+    result = run("trial", "--profile", "smollm2")
+    assert result.returncode != 0
+    assert result.stderr.startswith("harness trial: not yet")

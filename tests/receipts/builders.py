@@ -1,0 +1,281 @@
+"""A complete, consistent set of records for one trial, and ways to bend it.
+
+Tests start from `accepted_model_trial()` (every stage, host placement, two turns) or
+`accepted_scripted_trial()` and change one thing, so each test sees exactly one defect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from receipts.records import (
+    AgentRecord,
+    AgentTurnRecord,
+    CleanupRecord,
+    FacetComparison,
+    GateRecord,
+    HostStateRecord,
+    ImageRecord,
+    ModelRecord,
+    PreflightRecord,
+    SourceRecord,
+    TensorCounts,
+    ToolCallRecord,
+    TrialRecord,
+    VerificationRecord,
+    VmRecord,
+    WorkerRecord,
+    WorkerRequestRecord,
+)
+from receipts.records.base import Record
+from receipts.recordset import RecordSet
+
+GGUF = "a" * 64
+D1, D2, D3 = "1" * 64, "2" * 64, "3" * 64
+
+
+def replace(record: Record, **changes: Any) -> Any:
+    """A copy of a frozen record with fields changed, validated again."""
+    data = record.model_dump(by_alias=True)
+    data.update(changes)
+    return type(record).model_validate(data)
+
+
+def _unchanged() -> FacetComparison:
+    return FacetComparison(before_sha256=D1, after_sha256=D1, result="unchanged", raw_bytes="same")
+
+
+def hoststate(**facets: FacetComparison) -> HostStateRecord:
+    base = {
+        name: _unchanged()
+        for name in ("routes", "resolver", "listening_sockets", "cgroups", "firewall")
+    }
+    base.update(facets)
+    return HostStateRecord(**base)
+
+
+def _requests() -> tuple[WorkerRequestRecord, ...]:
+    return tuple(
+        WorkerRequestRecord(
+            index=i,
+            admission="admitted",
+            headroom_bytes=8 << 30,
+            need_bytes=64 << 20,
+            floor_bytes=512 << 20,
+            deciding_scope="self",
+            outcome="tool_calls",
+            constraint_backend="llguidance",
+            prompt_tokens=100 + i,
+            completion_tokens=20 + i,
+            time_to_first_token_ms=40,
+            decode_ms=200,
+            min_headroom_bytes=7 << 30,
+            duration_ms=250,
+        )
+        for i in range(2)
+    )
+
+
+def _turns(scripted: bool) -> tuple[AgentTurnRecord, ...]:
+    return tuple(
+        AgentTurnRecord(
+            index=i,
+            request_index=None if scripted else i,
+            kind="tool_call",
+            invalid_category=None,
+            prompt_tokens=0 if scripted else 100 + i,
+            completion_tokens=0 if scripted else 20 + i,
+            duration_ms=300,
+        )
+        for i in range(2)
+    )
+
+
+def _tool_calls() -> tuple[ToolCallRecord, ...]:
+    return tuple(
+        ToolCallRecord(
+            index=i,
+            turn=i,
+            tool=tool,
+            decision="allow",
+            decided_by="rule",
+            rule_index=0,
+            outcome="ok",
+            edit_match="exact" if tool == "edit" else None,
+            output_bytes=120,
+            truncated=False,
+            duration_ms=5,
+        )
+        for i, tool in enumerate(("edit", "finish"))
+    )
+
+
+def _cleanup() -> tuple[CleanupRecord, ...]:
+    resources = (
+        ("worker_channel", "process_gone"),
+        ("qemu_process", "process_reaped"),
+        ("cgroup", "cgroup_empty_and_removed"),
+        ("overlay_disk", "file_absent"),
+        ("scratch_dir", "directory_absent"),
+    )
+    return tuple(
+        CleanupRecord(
+            index=i, resource=r, status="confirmed", evidence=e, released_by="trial", duration_ms=3
+        )
+        for i, (r, e) in enumerate(resources)
+    )
+
+
+def accepted_model_trial() -> RecordSet:
+    requests = _requests()
+    turns = _turns(scripted=False)
+    return RecordSet(
+        trial=TrialRecord(
+            trial_id="0123456789abcdef0123456789abcdef",
+            harness_version="0.1.0",
+            profile="tiny",
+            task="py-off-by-one",
+            policy="model",
+            backend="qemu",
+            accel_requested="auto",
+            placement="host",
+            channel="guestfwd_unix",
+            dispatched=False,
+            started_unix_ms=1_790_000_000_000,
+            ended_unix_ms=1_790_000_060_000,
+            failed_stage=None,
+            verdict="accepted",
+        ),
+        preflight=PreflightRecord(
+            category="ok",
+            mem_available_bytes=20 << 30,
+            memory_floor_bytes=2 << 30,
+            disk_free_bytes=50 << 30,
+            disk_floor_bytes=5 << 30,
+            kvm_device="present",
+            accelerator="tcg",
+            accelerator_reason="probe_failed",
+            cgroup_version="v1",
+            duration_ms=900,
+        ),
+        source=SourceRecord(
+            category="ok",
+            kind="git",
+            commit="c" * 40,
+            tree="d" * 40,
+            tree_state="clean",
+            installed_record_sha256=None,
+            duration_ms=20,
+        ),
+        model=ModelRecord(
+            category="ok",
+            source_kind="synth",
+            pins_from="profile",
+            pin_sha256=D2,
+            conversion="converted",
+            converter_version="1.0.0",
+            file_type="bf16",
+            tensors=TensorCounts(f32=5, f16=0, bf16=18, q8_0=0, q4_1=0, other=0),
+            gguf_size_bytes=1_234_567,
+            gguf_sha256=GGUF,
+            cache_key=D3,
+            provenance="adopted_from_cache",
+            verify_source_ms=4,
+            convert_ms=0,
+            verify_gguf_ms=12,
+        ),
+        image=ImageRecord(
+            category="ok",
+            image_key=D1,
+            provenance="adopted_from_cache",
+            kernel_package="linux-image-6.1.0-41-amd64",
+            kernel_sha256=D2,
+            initramfs_sha256=D3,
+            base_sha256=D1,
+            base_size_bytes=347_000_000,
+            build_ms=15,
+        ),
+        vm=VmRecord(
+            category="ok",
+            backend="qemu",
+            accelerator="tcg",
+            accelerator_reason="probe_failed",
+            guest_memory_bytes=1 << 30,
+            vcpus=2,
+            memory_limit_bytes=2 << 30,
+            swap_limit_bytes=0,
+            cpu_quota_millicores=2000,
+            pids_limit=256,
+            peak_memory_bytes=900 << 20,
+            oom_kills=0,
+            host_key_sha256=D3,
+            boot_to_ssh_ms=6100,
+            duration_ms=30_000,
+        ),
+        gate=GateRecord(category="ok", pin_table_sha256=D1, files_verified=57, duration_ms=80),
+        worker=WorkerRecord(
+            category="ok",
+            placement="host",
+            channel="guestfwd_unix",
+            model_sha256=GGUF,
+            constraint_backend="llguidance",
+            requests=2,
+            admitted=2,
+            refused=0,
+            prompt_tokens_total=sum(r.prompt_tokens for r in requests),
+            completion_tokens_total=sum(r.completion_tokens for r in requests),
+            oom_kills=0,
+            peak_rss_bytes=300 << 20,
+            load_ms=20,
+            duration_ms=1000,
+        ),
+        agent=AgentRecord(
+            category="finished",
+            policy="model",
+            turns=2,
+            tool_calls=2,
+            invalid_tool_calls=0,
+            prompt_tokens_total=sum(t.prompt_tokens for t in turns),
+            completion_tokens_total=sum(t.completion_tokens for t in turns),
+            duration_ms=900,
+        ),
+        verification=VerificationRecord(
+            category="ok",
+            result="passed",
+            task_sha256=D1,
+            tests_passed=3,
+            tests_failed=0,
+            tests_errored=0,
+            fixture_changed=False,
+            files_changed=1,
+            final_diff_sha256=D2,
+            duration_ms=700,
+        ),
+        hoststate=hoststate(),
+        worker_requests=requests,
+        agent_turns=turns,
+        tool_calls=_tool_calls(),
+        cleanup=_cleanup(),
+    )
+
+
+def accepted_scripted_trial() -> RecordSet:
+    base = accepted_model_trial()
+    assert base.trial is not None and base.agent is not None
+    return dataclasses.replace(
+        base,
+        trial=replace(base.trial, policy="scripted", placement="none", channel="none"),
+        model=None,
+        worker=None,
+        worker_requests=(),
+        agent=replace(
+            base.agent, policy="scripted", prompt_tokens_total=0, completion_tokens_total=0
+        ),
+        agent_turns=_turns(scripted=True),
+        cleanup=tuple(replace(c, index=i) for i, c in enumerate(_cleanup()[1:])),
+    )
+
+
+def with_changes(records: RecordSet, **changes: Any) -> RecordSet:
+    return dataclasses.replace(records, **changes)

@@ -1,0 +1,511 @@
+"""One test per tamper class: each is refused with its own closed category.
+
+The mutation control (STANDARDS.md §8) is mechanized in `test_rule_is_load_bearing`:
+the same tampered ZIP is audited with the rule that should catch it disabled, and the
+expected category must then disappear, so no test here passes without its rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from receipts.audit import ALL_RULES, audit_bytes
+from receipts.audit.findings import AuditCategory
+from receipts.bundle import FILE_MODE, bundle_bytes, zip_info
+from receipts.canonical import canonical
+from receipts.records.base import Record
+from receipts.recordset import MANIFEST_NAME
+from tests.receipts import tamper
+from tests.receipts.builders import (
+    accepted_model_trial,
+    accepted_scripted_trial,
+    hoststate,
+    replace,
+    with_changes,
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    build: Callable[[], bytes]
+    category: AuditCategory
+    rule: str
+
+
+def _flipped_record_byte() -> bytes:
+    data = bundle_bytes(accepted_model_trial())
+    return tamper.flip_byte(data, tamper.payload_offset(data, "vm.json") + 10)
+
+
+def _central_crc_changed() -> bytes:
+    data = bundle_bytes(accepted_model_trial())
+    return tamper.with_central_crc(data, "vm.json", 0x12345678)
+
+
+def _forged_flip_keeping_manifest() -> bytes:
+    entries = tamper.good_entries()
+    vm = entries["vm.json"]
+    entries["vm.json"] = vm.replace(b'"oom_kills":0', b'"oom_kills":1')
+    assert entries["vm.json"] != vm
+    return tamper.forge(entries, fix_manifest=False)
+
+
+def _duplicate_entry() -> bytes:
+    entries = tamper.good_entries()
+    items = tamper.entries_with_infos(entries)
+    items.append((zip_info("vm.json"), entries["vm.json"]))
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        return tamper.custom_zip(items)
+
+
+def _named(name: str) -> Callable[[], bytes]:
+    def build() -> bytes:
+        items = tamper.entries_with_infos(tamper.good_entries())
+        items.append((zip_info(name), b"{}"))
+        return tamper.custom_zip(items)
+
+    return build
+
+
+def _symlink_entry() -> bytes:
+    items = tamper.entries_with_infos(tamper.good_entries())
+    info = zip_info("memory.json")
+    info.external_attr = (0o120777) << 16
+    items.append((info, b"/etc/passwd"))
+    return tamper.custom_zip(items)
+
+
+def _fifo_entry() -> bytes:
+    items = tamper.entries_with_infos(tamper.good_entries())
+    info = zip_info("memory.json")
+    info.external_attr = (0o010644) << 16
+    items.append((info, b""))
+    return tamper.custom_zip(items)
+
+
+def _directory_entry() -> bytes:
+    items = tamper.entries_with_infos(tamper.good_entries())
+    items.append((zip_info("cleanup/"), b""))
+    return tamper.custom_zip(items)
+
+
+def _compressed_entry() -> bytes:
+    items = tamper.entries_with_infos(tamper.good_entries())
+    items[0][0].compress_type = zipfile.ZIP_DEFLATED
+    return tamper.custom_zip(items)
+
+
+def _encrypted_flag() -> bytes:
+    return tamper.with_flag_bits(bundle_bytes(accepted_model_trial()), "vm.json", 0x1)
+
+
+def _nul_in_name() -> bytes:
+    data = _named("vm.json#.txt")()
+    return tamper.patch_name_byte(data, b"vm.json#.txt", b"vm.json\x00.txt")
+
+
+def _unknown_record() -> bytes:
+    entries = tamper.good_entries()
+    entries["notes.json"] = b'{"text":"trust me"}'
+    return tamper.forge(entries)
+
+
+def _missing_required_record() -> bytes:
+    entries = tamper.good_entries()
+    del entries["verification.json"]
+    return tamper.forge(entries)
+
+
+def _extra_field() -> bytes:
+    entries = tamper.edit_json(tamper.good_entries(), "vm.json", stderr="qemu: oops")
+    return tamper.forge(entries)
+
+
+def _nan() -> bytes:
+    entries = tamper.good_entries()
+    entries["vm.json"] = entries["vm.json"].replace(b'"oom_kills":0', b'"oom_kills":NaN')
+    return tamper.forge(entries)
+
+
+def _duplicate_key() -> bytes:
+    entries = tamper.good_entries()
+    entries["vm.json"] = entries["vm.json"].replace(
+        b'"oom_kills":0', b'"oom_kills":0,"oom_kills":0'
+    )
+    return tamper.forge(entries)
+
+
+def _not_json() -> bytes:
+    entries = tamper.good_entries()
+    entries["vm.json"] = entries["vm.json"][:-1]
+    return tamper.forge(entries)
+
+
+def _non_canonical() -> bytes:
+    entries = tamper.good_entries()
+    entries["vm.json"] = entries["vm.json"].replace(b'"oom_kills":0', b'"oom_kills": 0')
+    return tamper.forge(entries)
+
+
+def _oversize_record() -> bytes:
+    entries = tamper.good_entries()
+    entries["vm.json"] = entries["vm.json"][:-1] + b"," + b" " * Record.CEILING_BYTES + b"}"
+    return tamper.forge(entries, fix_manifest=False)  # a manifest cannot even list it
+
+
+def _manifest_digest() -> bytes:
+    entries = tamper.good_entries()
+    entries = tamper.edit_json(entries, MANIFEST_NAME)
+    manifest = json.loads(entries[MANIFEST_NAME])
+    manifest["entries"][0]["sha256"] = "0" * 64
+    entries[MANIFEST_NAME] = canonical(manifest)
+    return tamper.forge(entries, fix_manifest=False)
+
+
+def _manifest_lists_absent() -> bytes:
+    entries = tamper.good_entries()
+    del entries["gate.json"]
+    return tamper.forge(entries, fix_manifest=False)
+
+
+def _entry_not_in_manifest() -> bytes:
+    entries = tamper.good_entries()
+    entries["memory.json"] = b'{"interval_ms":50,"samples":[],"schema":"harness.receipt.memory/1"}'
+    return tamper.forge(entries, fix_manifest=False)
+
+
+def _manifest_missing() -> bytes:
+    entries = tamper.good_entries()
+    del entries[MANIFEST_NAME]
+    return tamper.forge(entries, fix_manifest=False)
+
+
+def _manifest_invalid() -> bytes:
+    entries = tamper.good_entries()
+    manifest = json.loads(entries[MANIFEST_NAME])
+    manifest["entries"].reverse()  # the manifest must list entries sorted by name
+    entries[MANIFEST_NAME] = canonical(manifest)
+    return tamper.forge(entries, fix_manifest=False)
+
+
+def _truncated() -> bytes:
+    data = bundle_bytes(accepted_model_trial())
+    return data[: len(data) // 2]
+
+
+def _not_a_zip() -> bytes:
+    return b"%PDF-1.7 this is not a receipt"
+
+
+def _timestamp_changed() -> bytes:
+    items = tamper.entries_with_infos(tamper.good_entries())
+    items[3][0].date_time = (2026, 11, 29, 12, 0, 0)
+    return tamper.custom_zip(items)
+
+
+def _sequence_gap() -> bytes:
+    entries = tamper.good_entries()
+    entries["cleanup/000009.json"] = entries.pop("cleanup/000004.json")
+    return tamper.forge(entries)
+
+
+def _index_mismatch() -> bytes:
+    entries = tamper.edit_json(tamper.good_entries(), "cleanup/000001.json", index=3)
+    return tamper.forge(entries)
+
+
+def _schema_id_swapped() -> bytes:
+    entries = tamper.good_entries()
+    entries["gate.json"] = entries["vm.json"]
+    return tamper.forge(entries)
+
+
+def _missing_field() -> bytes:
+    entries = tamper.good_entries()
+    value = json.loads(entries["vm.json"])
+    del value["oom_kills"]
+    entries["vm.json"] = canonical(value)
+    return tamper.forge(entries)
+
+
+def _wrong_type() -> bytes:
+    entries = tamper.edit_json(tamper.good_entries(), "vm.json", oom_kills="0")
+    return tamper.forge(entries)
+
+
+def _counts_contradict() -> bytes:
+    records = accepted_model_trial()
+    assert records.agent is not None
+    return tamper.forge_records(with_changes(records, agent=replace(records.agent, tool_calls=3)))
+
+
+def _worker_counts() -> bytes:
+    records = accepted_model_trial()
+    assert records.worker is not None
+    return tamper.forge_records(
+        with_changes(records, worker=replace(records.worker, completion_tokens_total=1))
+    )
+
+
+def _verdict_claimed() -> bytes:
+    records = accepted_model_trial()
+    assert records.trial is not None and records.verification is not None
+    failed = replace(records.verification, result="failed", tests_passed=2, tests_failed=1)
+    return tamper.forge_records(with_changes(records, verification=failed))
+
+
+def _failed_stage_claim() -> bytes:
+    records = accepted_model_trial()
+    assert records.trial is not None
+    return tamper.forge_records(
+        with_changes(records, trial=replace(records.trial, failed_stage="vm", verdict="failed_vm"))
+    )
+
+
+def _record_after_failure() -> bytes:
+    records = accepted_model_trial()
+    assert records.trial is not None and records.image is not None
+    return tamper.forge_records(
+        with_changes(
+            records,
+            image=replace(records.image, category="build_failed"),
+            trial=replace(records.trial, failed_stage="image", verdict="failed_image"),
+        )
+    )
+
+
+def _scripted_with_worker() -> bytes:
+    scripted = accepted_scripted_trial()
+    model = accepted_model_trial()
+    return tamper.forge_records(with_changes(scripted, worker=model.worker))
+
+
+def _placement_contradicts() -> bytes:
+    records = accepted_model_trial()
+    assert records.worker is not None
+    return tamper.forge_records(
+        with_changes(
+            records, worker=replace(records.worker, placement="guest", channel="guest_loopback")
+        )
+    )
+
+
+def _turn_reference() -> bytes:
+    records = accepted_model_trial()
+    turns = list(records.agent_turns)
+    turns[1] = replace(turns[1], request_index=0, prompt_tokens=100, completion_tokens=20)
+    assert records.agent is not None
+    agent = replace(records.agent, prompt_tokens_total=200, completion_tokens_total=40)
+    return tamper.forge_records(with_changes(records, agent_turns=tuple(turns), agent=agent))
+
+
+def _tool_call_reference() -> bytes:
+    records = accepted_model_trial()
+    calls = list(records.tool_calls)
+    calls[1] = replace(calls[1], turn=0)
+    return tamper.forge_records(with_changes(records, tool_calls=tuple(calls)))
+
+
+def _model_reference() -> bytes:
+    records = accepted_model_trial()
+    assert records.worker is not None
+    return tamper.forge_records(
+        with_changes(records, worker=replace(records.worker, model_sha256="b" * 64))
+    )
+
+
+def _verification_inconsistent() -> bytes:
+    records = accepted_model_trial()
+    assert records.verification is not None
+    return tamper.forge_records(
+        with_changes(records, verification=replace(records.verification, fixture_changed=True))
+    )
+
+
+def _oom_inconsistent() -> bytes:
+    records = accepted_model_trial()
+    assert records.vm is not None and records.trial is not None
+    return tamper.forge_records(
+        with_changes(
+            records,
+            vm=replace(records.vm, category="oom_killed"),
+            trial=replace(records.trial, failed_stage="vm", verdict="failed_vm"),
+            gate=None,
+            worker=None,
+            agent=None,
+            verification=None,
+            worker_requests=(),
+            agent_turns=(),
+            tool_calls=(),
+        )
+    )
+
+
+def _timing() -> bytes:
+    records = accepted_model_trial()
+    assert records.trial is not None
+    return tamper.forge_records(
+        with_changes(records, trial=replace(records.trial, ended_unix_ms=1))
+    )
+
+
+def _hoststate_missing() -> bytes:
+    records = accepted_model_trial()
+    assert records.trial is not None
+    return tamper.forge_records(
+        with_changes(
+            records, hoststate=None, trial=replace(records.trial, verdict="evidence_incomplete")
+        )
+    )
+
+
+def _too_many_entries() -> bytes:
+    entries = tamper.good_entries()
+    for index in range(20_001):
+        entries[f"cleanup/{index:06d}.json"] = b"{}"
+    return tamper.forge(entries, fix_manifest=False)
+
+
+def _zip_oversize() -> bytes:
+    return bytes(256 * 1024 * 1024 + 1)
+
+
+CASES: dict[str, Case] = {
+    "flipped_record_byte": Case(_flipped_record_byte, "crc_mismatch", "entry_crc"),
+    "central_crc_changed": Case(_central_crc_changed, "local_header_mismatch", "local_header"),
+    "forged_flip_keeping_manifest": Case(
+        _forged_flip_keeping_manifest, "manifest_digest_mismatch", "manifest_digests"
+    ),
+    "duplicate_entry": Case(_duplicate_entry, "duplicate_entry", "duplicate_name"),
+    "parent_traversal": Case(_named("../x"), "unsafe_entry_name", "entry_name"),
+    "absolute_name": Case(_named("/x"), "unsafe_entry_name", "entry_name"),
+    "backslash_name": Case(_named("cleanup\\000000.json"), "unsafe_entry_name", "entry_name"),
+    "nul_in_name": Case(_nul_in_name, "unsafe_entry_name", "entry_name"),
+    "directory_entry": Case(_directory_entry, "directory_entry", "entry_name"),
+    "symlink_entry": Case(_symlink_entry, "symlink_entry", "entry_type"),
+    "fifo_entry": Case(_fifo_entry, "special_entry", "entry_type"),
+    "compressed_entry": Case(_compressed_entry, "compressed_entry", "entry_compression"),
+    "encrypted_flag": Case(_encrypted_flag, "encrypted_entry", "entry_flags"),
+    "unknown_record": Case(_unknown_record, "unknown_entry", "known_entry"),
+    "missing_required_record": Case(_missing_required_record, "record_missing", "required_records"),
+    "extra_field": Case(_extra_field, "schema_extra_field", "schema_valid"),
+    "missing_field": Case(_missing_field, "schema_missing_field", "schema_valid"),
+    "wrong_type": Case(_wrong_type, "schema_violation", "schema_valid"),
+    "schema_id_swapped": Case(_schema_id_swapped, "schema_mismatch", "schema_id"),
+    "nan": Case(_nan, "json_non_finite", "json_canonical"),
+    "duplicate_key": Case(_duplicate_key, "json_duplicate_key", "json_canonical"),
+    "not_json": Case(_not_json, "json_invalid", "json_canonical"),
+    "non_canonical_json": Case(_non_canonical, "json_not_canonical", "json_canonical"),
+    "oversize_record": Case(_oversize_record, "entry_oversize", "entry_size"),
+    "manifest_digest_mismatch": Case(
+        _manifest_digest, "manifest_digest_mismatch", "manifest_digests"
+    ),
+    "manifest_lists_absent": Case(
+        _manifest_lists_absent, "manifest_lists_absent_entry", "manifest_coverage"
+    ),
+    "entry_not_in_manifest": Case(
+        _entry_not_in_manifest, "entry_not_in_manifest", "manifest_coverage"
+    ),
+    "manifest_missing": Case(_manifest_missing, "manifest_missing", "manifest_present"),
+    "manifest_invalid": Case(_manifest_invalid, "manifest_invalid", "manifest_valid"),
+    "truncated_zip": Case(_truncated, "zip_truncated", "zip_structure"),
+    "not_a_zip": Case(_not_a_zip, "zip_malformed", "zip_structure"),
+    "zip_oversize": Case(_zip_oversize, "zip_oversize", "zip_size"),
+    "too_many_entries": Case(_too_many_entries, "too_many_entries", "entry_count"),
+    "timestamp_changed": Case(_timestamp_changed, "container_not_canonical", "container_canonical"),
+    "sequence_gap": Case(_sequence_gap, "sequence_gap", "sequence_contiguous"),
+    "index_mismatch": Case(_index_mismatch, "index_mismatch", "index_matches_name"),
+    "counts_contradict": Case(_counts_contradict, "count_mismatch", "agent_counts"),
+    "worker_counts_contradict": Case(_worker_counts, "count_mismatch", "worker_counts"),
+    "verdict_overclaimed": Case(_verdict_claimed, "verdict_mismatch", "verdict_claim"),
+    "failed_stage_claim": Case(_failed_stage_claim, "failed_stage_mismatch", "failed_stage_claim"),
+    "record_after_failure": Case(_record_after_failure, "record_unexpected", "required_records"),
+    "hoststate_missing": Case(_hoststate_missing, "record_missing", "required_records"),
+    "scripted_with_worker": Case(_scripted_with_worker, "policy_mismatch", "policy_records"),
+    "placement_contradicts": Case(_placement_contradicts, "placement_mismatch", "placement"),
+    "turn_reference": Case(_turn_reference, "reference_mismatch", "turn_references"),
+    "tool_call_reference": Case(_tool_call_reference, "reference_mismatch", "tool_call_references"),
+    "model_reference": Case(_model_reference, "reference_mismatch", "model_reference"),
+    "verification_inconsistent": Case(
+        _verification_inconsistent, "verification_inconsistent", "verification_counts"
+    ),
+    "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
+    "timing": Case(_timing, "timing_inconsistent", "timing"),
+}
+
+
+def _categories(data: bytes, disabled: frozenset[str] = frozenset()) -> set[str]:
+    return {finding.category for finding in audit_bytes(data, disabled).findings}
+
+
+@pytest.fixture(scope="module")
+def tampered() -> dict[str, bytes]:
+    return {name: case.build() for name, case in CASES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_tamper_is_refused_with_its_category(name: str, tampered: dict[str, bytes]) -> None:
+    result = audit_bytes(tampered[name])
+    assert not result.valid
+    assert CASES[name].category in {f.category for f in result.findings}
+    assert (
+        result.derived_verdict is None
+        or CASES[name].rule
+        in {
+            "verdict_claim",
+            "failed_stage_claim",
+        }
+        or not result.valid
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rule_is_load_bearing(name: str, tampered: dict[str, bytes]) -> None:
+    """Mutation control: with its rule disabled, the tamper test above would fail."""
+    case = CASES[name]
+    assert case.category not in _categories(tampered[name], frozenset({case.rule}))
+
+
+def test_every_rule_has_a_tamper_case() -> None:
+    assert {case.rule for case in CASES.values()} == set(ALL_RULES)
+
+
+def test_untampered_receipts_are_valid() -> None:
+    for records in (accepted_model_trial(), accepted_scripted_trial()):
+        result = audit_bytes(bundle_bytes(records))
+        assert result.valid, result.findings
+        assert result.derived_verdict == "accepted"
+
+
+def test_attacker_entry_names_are_never_echoed(tampered: dict[str, bytes]) -> None:
+    findings = audit_bytes(tampered["parent_traversal"]).findings
+    assert [f.entry for f in findings if f.category == "unsafe_entry_name"] == [None]
+    assert all(f.entry_index is not None for f in findings if f.category == "unsafe_entry_name")
+
+
+def test_symlink_mode_constant_is_not_the_file_mode() -> None:
+    assert FILE_MODE >> 12 == 0o10
+
+
+def test_host_state_change_is_a_valid_receipt_with_a_failing_verdict() -> None:
+    from receipts.records import FacetComparison
+
+    records = accepted_model_trial()
+    assert records.trial is not None
+    changed = FacetComparison(
+        before_sha256="1" * 64, after_sha256="2" * 64, result="changed", raw_bytes="differ"
+    )
+    records = dataclasses.replace(
+        records,
+        hoststate=hoststate(listening_sockets=changed),
+        trial=replace(records.trial, verdict="failed_host_state"),
+    )
+    result = audit_bytes(bundle_bytes(records))
+    assert result.valid, result.findings
+    assert result.derived_verdict == "failed_host_state"

@@ -1,0 +1,143 @@
+"""The receipt ZIP is deterministic, staged, and refuses what it cannot hold whole."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from receipts.bundle import (
+    RecordTooLarge,
+    SequenceOutOfOrder,
+    TrialRecordMissing,
+    bundle_bytes,
+    write_bundle,
+)
+from receipts.records import HeadroomSample, MemoryRecord
+from receipts.staging import TargetExists, staging_dir_for
+from tests.receipts.builders import accepted_model_trial, replace
+
+# The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
+# process must produce exactly these bytes; if a deliberate format change moves it,
+# update it in the same commit and say why.
+GOLDEN_ZIP_SHA256 = "ced5c46b05a96000222cfea37f357fe02792f84af5c5dfaf367eae2db2ef609b"
+
+
+def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:
+    first = write_bundle(accepted_model_trial(), tmp_path / "a.zip")
+    second = write_bundle(accepted_model_trial(), tmp_path / "b.zip")
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    assert first == second
+
+
+def test_zip_bytes_match_the_golden_digest() -> None:
+    assert hashlib.sha256(bundle_bytes(accepted_model_trial())).hexdigest() == GOLDEN_ZIP_SHA256
+
+
+def test_zip_bytes_do_not_depend_on_the_process() -> None:
+    """A fresh interpreter with another hash seed writes the same bytes."""
+    code = (
+        "import hashlib; from receipts.bundle import bundle_bytes;"
+        "from tests.receipts.builders import accepted_model_trial;"
+        "print(hashlib.sha256(bundle_bytes(accepted_model_trial())).hexdigest())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"},
+        cwd=Path(__file__).parents[2],
+    )
+    assert out.stdout.strip() == GOLDEN_ZIP_SHA256
+
+
+def test_container_layout() -> None:
+    with zipfile.ZipFile(io.BytesIO(bundle_bytes(accepted_model_trial()))) as zf:
+        infos = zf.infolist()
+    names = [info.filename for info in infos]
+    assert names == sorted(names)
+    assert "manifest.json" in names
+    for info in infos:
+        assert info.date_time == (1980, 1, 1, 0, 0, 0)
+        assert info.compress_type == zipfile.ZIP_STORED
+        assert info.external_attr >> 16 == 0o100644
+        assert not info.is_dir()
+        assert info.extra == b""
+
+
+def test_manifest_lists_every_entry_with_digest() -> None:
+    import json
+
+    with zipfile.ZipFile(io.BytesIO(bundle_bytes(accepted_model_trial()))) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+        listed = {e["name"]: e for e in manifest["entries"]}
+        assert set(listed) == set(zf.namelist()) - {"manifest.json"}
+        for name, entry in listed.items():
+            data = zf.read(name)
+            assert entry["size"] == len(data)
+            assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_oversize_record_is_refused_not_cut() -> None:
+    samples = tuple(
+        HeadroomSample(at_ms=i, headroom_bytes=(1 << 49) + i, deciding_scope="ancestor")
+        for i in range(1000)
+    )
+    records = dataclasses.replace(
+        accepted_model_trial(), memory=MemoryRecord(interval_ms=50, samples=samples)
+    )
+    with pytest.raises(RecordTooLarge):
+        bundle_bytes(records)
+
+
+def test_sequence_index_must_match_position() -> None:
+    records = accepted_model_trial()
+    shifted = tuple(replace(c, index=c.index + 1) for c in records.cleanup)
+    with pytest.raises(SequenceOutOfOrder):
+        bundle_bytes(dataclasses.replace(records, cleanup=shifted))
+
+
+def test_trial_record_is_required() -> None:
+    with pytest.raises(TrialRecordMissing):
+        bundle_bytes(dataclasses.replace(accepted_model_trial(), trial=None))
+
+
+def test_existing_target_is_never_overwritten(tmp_path: Path) -> None:
+    target = tmp_path / "r.zip"
+    target.write_bytes(b"someone else's receipt")
+    with pytest.raises(TargetExists):
+        write_bundle(accepted_model_trial(), target)
+    assert target.read_bytes() == b"someone else's receipt"
+
+
+def test_stale_staging_is_removed_and_failure_leaves_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "r.zip"
+    stale = staging_dir_for(target)
+    stale.mkdir()
+    (stale / "r.zip").write_bytes(b"partial from a killed run")
+    records = dataclasses.replace(accepted_model_trial(), trial=None)
+    with pytest.raises(TrialRecordMissing):
+        write_bundle(records, target)
+    write_bundle(accepted_model_trial(), target)
+    assert not stale.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zip"]
+
+
+def test_interrupt_during_write_removes_the_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(_self: Path, _data: bytes) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_bundle(accepted_model_trial(), tmp_path / "r.zip")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []

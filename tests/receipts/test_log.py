@@ -1,0 +1,65 @@
+"""The log field policy: only allowlisted, scalar, identifier-like fields get through."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from receipts.log import field_policy
+
+MODEL_TEXT = "Sure! Here is the fix:\n```python\nreturn a + b\n```"
+
+
+def _apply(**event: object) -> dict[str, object]:
+    return dict(field_policy(None, "info", dict(event)))
+
+
+def test_allowlisted_scalar_fields_pass() -> None:
+    out = _apply(event="stage.done", stage="vm", duration_ms=12, valid=True)
+    assert out == {"event": "stage.done", "stage": "vm", "duration_ms": 12, "valid": True}
+
+
+def test_unknown_field_is_dropped_and_named() -> None:
+    out = _apply(event="worker.reply", content=MODEL_TEXT)
+    assert "content" not in out
+    assert out["refused_fields"] == "content"
+    assert MODEL_TEXT not in json.dumps(out)
+
+
+def test_allowed_field_with_free_text_value_is_dropped() -> None:
+    out = _apply(event="agent.turn", outcome=MODEL_TEXT, tool={"name": "x"})
+    assert "outcome" not in out and "tool" not in out
+    assert out["refused_fields"] == "outcome,tool"
+
+
+def test_free_text_event_is_replaced() -> None:
+    out = _apply(event=MODEL_TEXT)
+    assert out["event"] == "refused_event"
+
+
+def test_exception_text_is_reduced_to_its_type() -> None:
+    def fail() -> None:
+        raise ValueError(MODEL_TEXT)
+
+    try:
+        fail()
+    except ValueError:
+        out = _apply(event="agent.error", exc_info=True)
+    assert out["exception_type"] == "ValueError"
+    assert MODEL_TEXT not in json.dumps(out)
+
+
+def test_json_log_format_end_to_end() -> None:
+    code = (
+        "import structlog, logging; from receipts.log import configure_logging;"
+        "configure_logging('json', logging.INFO);"
+        f"structlog.get_logger().info('worker.reply', tokens=3, text={MODEL_TEXT!r})"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    line = json.loads(result.stderr)
+    assert line["event"] == "worker.reply" and line["tokens"] == 3
+    assert line["refused_fields"] == "text"
+    assert "Sure!" not in result.stderr and result.stdout == ""

@@ -1,0 +1,117 @@
+"""Records are closed: frozen, extra fields refused, strict types, bounded, versioned."""
+
+from __future__ import annotations
+
+import typing
+
+import pydantic
+import pytest
+
+from receipts.records import CleanupRecord, VmRecord
+from receipts.records.base import Part, Record
+from receipts.recordset import KINDS, RecordSet, classify_entry
+from tests.receipts.builders import accepted_model_trial, replace
+
+
+def _vm() -> VmRecord:
+    vm = accepted_model_trial().vm
+    assert vm is not None
+    return vm
+
+
+def test_extra_field_is_refused() -> None:
+    with pytest.raises(pydantic.ValidationError, match=r"extra_forbidden|Extra inputs"):
+        replace(_vm(), stderr="boom")
+
+
+def test_records_are_frozen() -> None:
+    with pytest.raises(pydantic.ValidationError):
+        setattr(_vm(), "oom_kills", 3)  # noqa: B010 (bypasses mypy's frozen check on purpose)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("oom_kills", "0"),
+        ("oom_kills", 0.0),
+        ("oom_kills", True),
+        ("oom_kills", -1),
+        ("oom_kills", 10**12),
+        ("category", "something_else"),
+        ("host_key_sha256", "A" * 64),
+        ("host_key_sha256", "a" * 63),
+    ],
+)
+def test_strict_bounded_closed_fields(field: str, value: object) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        replace(_vm(), **{field: value})
+
+
+def test_schema_field_must_name_the_record_kind() -> None:
+    data = _vm().to_json()
+    data["schema"] = "harness.receipt.gate/1"
+    with pytest.raises(pydantic.ValidationError):
+        VmRecord.model_validate(data)
+
+
+def test_every_kind_names_a_versioned_schema_of_its_own() -> None:
+    ids = [kind.model.schema_id() for kind in KINDS]
+    assert len(set(ids)) == len(ids)
+    for kind, schema_id in zip(KINDS, ids, strict=True):
+        assert schema_id == f"harness.receipt.{kind.name.removesuffix('s')}/1" or schema_id in {
+            "harness.receipt.worker_request/1",
+            "harness.receipt.agent_turn/1",
+            "harness.receipt.tool_call/1",
+            "harness.receipt.cleanup/1",
+        }
+
+
+def _string_annotations(model: type[pydantic.BaseModel]) -> list[str]:
+    """Fields typed as plain `str` without a pattern: free text a record must not have."""
+    free = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        args = typing.get_args(annotation) or (annotation,)
+        for arg in args:
+            if arg is str and not any(
+                isinstance(m, pydantic.StringConstraints | typing.Any)
+                and getattr(m, "pattern", None)
+                for m in info.metadata
+            ):
+                free.append(f"{model.__name__}.{name}")
+            if isinstance(arg, type) and issubclass(arg, Part):
+                free.extend(_string_annotations(arg))
+    return free
+
+
+def test_no_free_text_field_anywhere() -> None:
+    offenders = []
+    for kind in KINDS:
+        offenders.extend(_string_annotations(kind.model))
+    assert offenders == []
+
+
+def test_no_float_fields_anywhere() -> None:
+    """Counts and durations are integers: floats would invite NaN and rounding disputes."""
+    for kind in KINDS:
+        for name, info in kind.model.model_fields.items():
+            assert float not in (typing.get_args(info.annotation) or (info.annotation,)), name
+
+
+def test_entry_names_round_trip() -> None:
+    assert classify_entry("cleanup/000003.json") == (KINDS[-1], 3)
+    assert classify_entry("cleanup.json") is None
+    assert classify_entry("trial/000000.json") is None
+    assert classify_entry("trial.json") == (KINDS[0], None)
+    assert {f for f in RecordSet.__dataclass_fields__} == {k.name for k in KINDS}
+
+
+def test_cleanup_record_carries_no_identifier_of_the_host() -> None:
+    fields = set(CleanupRecord.model_fields)
+    assert not fields & {"path", "name", "pid", "message", "detail"}
+
+
+def test_record_base_is_strict_and_closed() -> None:
+    assert Record.model_config.get("extra") == "forbid"
+    assert Record.model_config.get("frozen") is True
+    assert Record.model_config.get("strict") is True

@@ -1,0 +1,44 @@
+"""docs/schemas/ is generated from the models; this fails when they drift apart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from receipts.schema_docs import schema_documents, schema_models
+
+DOCS = Path(__file__).parents[2] / "docs" / "schemas"
+
+
+def test_committed_schemas_match_the_models() -> None:
+    generated = schema_documents()
+    committed = {path.name: path.read_text(encoding="utf-8") for path in DOCS.glob("*.json")}
+    assert sorted(committed) == sorted(generated), "run: make schemas"
+    for name, text in generated.items():
+        assert committed[name] == text, f"{name} drifted from its model; run: make schemas"
+
+
+def test_every_model_has_one_document() -> None:
+    assert len(schema_documents()) == len(schema_models())
+
+
+def test_schema_command_writes_the_same_files(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "harness.cli", "schema", "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    written = {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir()}
+    assert written == schema_documents()
+
+
+def test_schemas_close_every_object() -> None:
+    import json
+
+    for name, text in schema_documents().items():
+        schema = json.loads(text)
+        objects = [schema, *schema.get("$defs", {}).values()]
+        for obj in objects:
+            if obj.get("type") == "object":
+                assert obj.get("additionalProperties") is False, name

@@ -1,0 +1,117 @@
+"""The verdict is derived from the records, in a fixed order of judgement."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from receipts.records import FacetComparison
+from receipts.recordset import RecordSet
+from receipts.verdict import derive_verdict, first_failed_stage
+from tests.receipts.builders import (
+    accepted_model_trial,
+    accepted_scripted_trial,
+    hoststate,
+    replace,
+)
+
+
+def _base() -> RecordSet:
+    return accepted_model_trial()
+
+
+def test_complete_passing_trial_is_accepted() -> None:
+    assert derive_verdict(_base()) == "accepted"
+    assert derive_verdict(accepted_scripted_trial()) == "accepted"
+
+
+def test_failed_hidden_tests_are_task_incomplete() -> None:
+    records = _base()
+    assert records.verification is not None
+    failed = replace(records.verification, result="failed", tests_failed=1)
+    assert derive_verdict(dataclasses.replace(records, verification=failed)) == "task_incomplete"
+
+
+@pytest.mark.parametrize(
+    ("stage", "category"),
+    [
+        ("preflight", "memory_below_floor"),
+        ("image", "build_failed"),
+        ("vm", "boot_timeout"),
+        ("gate", "pycache_present"),
+        ("worker", "model_load_failed"),
+        ("agent", "worker_error"),
+        ("verification", "timeout"),
+        ("model", "pin_digest_mismatch"),
+        ("source", "unread"),
+    ],
+)
+def test_first_failed_stage_names_the_verdict(stage: str, category: str) -> None:
+    records = _base()
+    record = getattr(records, stage)
+    records = dataclasses.replace(records, **{stage: replace(record, category=category)})
+    assert first_failed_stage(records) == stage
+    assert derive_verdict(records) == f"failed_{stage}"
+
+
+def test_agent_budget_stop_is_not_a_stage_failure() -> None:
+    records = _base()
+    assert records.agent is not None
+    records = dataclasses.replace(records, agent=replace(records.agent, category="turn_limit"))
+    assert derive_verdict(records) == "accepted"
+
+
+@pytest.mark.parametrize("missing", ["preflight", "vm", "verification", "hoststate", "worker"])
+def test_missing_evidence_is_never_accepted(missing: str) -> None:
+    changes: dict[str, Any] = {missing: None}
+    records = dataclasses.replace(_base(), **changes)
+    assert derive_verdict(records) == "evidence_incomplete"
+
+
+def test_no_cleanup_receipts_is_never_accepted() -> None:
+    assert derive_verdict(dataclasses.replace(_base(), cleanup=())) == "evidence_incomplete"
+
+
+@pytest.mark.parametrize(
+    ("status", "verdict"), [("failed", "failed_teardown"), ("not_acquired", "evidence_incomplete")]
+)
+def test_cleanup_not_confirmed(status: str, verdict: str) -> None:
+    records = _base()
+    cleanup = (replace(records.cleanup[0], status=status), *records.cleanup[1:])
+    assert derive_verdict(dataclasses.replace(records, cleanup=cleanup)) == verdict
+
+
+@pytest.mark.parametrize(
+    ("result", "verdict"), [("changed", "failed_host_state"), ("unread", "evidence_incomplete")]
+)
+def test_host_state_must_be_unchanged(result: str, verdict: str) -> None:
+    facet = FacetComparison(
+        before_sha256="1" * 64,
+        after_sha256=None,
+        result=result,
+        raw_bytes="unread",
+    )
+    records = dataclasses.replace(_base(), hoststate=hoststate(firewall=facet))
+    assert derive_verdict(records) == verdict
+
+
+@pytest.mark.parametrize("where", ["vm", "worker"])
+def test_any_oom_kill_fails_the_trial(where: str) -> None:
+    records = _base()
+    records = dataclasses.replace(records, **{where: replace(getattr(records, where), oom_kills=1)})
+    assert derive_verdict(records) == "failed_oom"
+
+
+def test_scripted_trials_do_not_need_model_or_worker() -> None:
+    records = accepted_scripted_trial()
+    assert records.model is None and records.worker is None
+    assert derive_verdict(records) == "accepted"
+
+
+def test_dispatched_trial_needs_its_dispatch_record() -> None:
+    records = _base()
+    assert records.trial is not None
+    records = dataclasses.replace(records, trial=replace(records.trial, dispatched=True))
+    assert derive_verdict(records) == "evidence_incomplete"
