@@ -20,7 +20,7 @@ from receipts.bundle import (
     write_bundle,
 )
 from receipts.records import HeadroomSample, MemoryRecord
-from receipts.staging import TargetExists, staging_dir_for
+from receipts.staging import TargetExists, staged_file, staging_dir_for
 from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
@@ -115,6 +115,16 @@ def test_existing_target_is_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(TargetExists):
         write_bundle(accepted_model_trial(), target)
     assert target.read_bytes() == b"someone else's receipt"
+
+
+def test_target_appearing_during_the_write_is_not_overwritten(tmp_path: Path) -> None:
+    """The existence check happens before writing; the final link must re-check atomically."""
+    target = tmp_path / "r.zip"
+    with pytest.raises(TargetExists), staged_file(target) as staged:
+        staged.write_bytes(b"ours")
+        target.write_bytes(b"theirs, created meanwhile")
+    assert target.read_bytes() == b"theirs, created meanwhile"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zip"]
 
 
 def test_stale_staging_is_removed_and_failure_leaves_nothing(tmp_path: Path) -> None:

@@ -27,6 +27,11 @@ def test_unknown_field_is_dropped_and_named() -> None:
     assert MODEL_TEXT not in json.dumps(out)
 
 
+def test_field_outside_the_allowlist_is_dropped_even_with_a_tidy_value() -> None:
+    out = _apply(event="ssh.connect", password="hunter2", port=2222)
+    assert out == {"event": "ssh.connect", "port": 2222, "refused_fields": "password"}
+
+
 def test_allowed_field_with_free_text_value_is_dropped() -> None:
     out = _apply(event="agent.turn", outcome=MODEL_TEXT, tool={"name": "x"})
     assert "outcome" not in out and "tool" not in out
