@@ -22,7 +22,7 @@ unit: setup
 	$(VENV)/pytest -m "not integration"
 
 schemas: setup
-	$(VENV)/harness schema --out docs/schemas
+	$(VENV)/harness schema --out docs/schemas --reference docs/receipt-reference.md
 
 trial: setup
 	$(VENV)/harness trial --profile smollm2

@@ -42,3 +42,23 @@ def test_schemas_close_every_object() -> None:
         for obj in objects:
             if obj.get("type") == "object":
                 assert obj.get("additionalProperties") is False, name
+
+
+def test_committed_reference_matches_the_models() -> None:
+    from receipts.schema_docs import reference_markdown
+
+    committed = (DOCS.parent / "receipt-reference.md").read_text(encoding="utf-8")
+    assert committed == reference_markdown(), "run: make schemas"
+
+
+def test_receipts_md_explains_every_audit_category_and_record() -> None:
+    import typing
+
+    from receipts.audit.findings import AuditCategory
+    from receipts.recordset import KINDS
+
+    text = (DOCS.parent / "receipts.md").read_text(encoding="utf-8")
+    for category in typing.get_args(AuditCategory):
+        assert f"| `{category}` |" in text, category
+    for kind in KINDS:
+        assert f"`{kind.model.schema_id()}`" in text, kind.name
