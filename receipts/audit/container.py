@@ -14,6 +14,7 @@ import stat
 import struct
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Callable
 
 from pydantic import ValidationError
@@ -169,8 +170,8 @@ ENTRY_CHECKS: tuple[tuple[str, EntryCheck], ...] = (
 
 def _usable_entries(ctx: AuditContext, infos: list[zipfile.ZipInfo]) -> dict[str, bytes]:
     """Entries that pass every per-entry check, by name; each failure is one finding."""
-    names = [info.orig_filename for info in infos]
-    duplicated = {name for name in names if names.count(name) > 1}
+    counts = Counter(info.orig_filename for info in infos)
+    duplicated = {name for name, count in counts.items() if count > 1}
     usable: dict[str, bytes] = {}
     for position, info in enumerate(infos):
         name = info.orig_filename
