@@ -11,13 +11,17 @@ from receipts.types import Count, Millis, Sha256Hex
 
 GateCategory = Literal[
     "ok",
+    "pin_table_mismatch",
     "unlisted_importable",
+    "unlisted_file",
+    "special_file",
     "pycache_present",
     "missing_file",
     "size_mismatch",
     "digest_mismatch",
     "symlink",
     "not_first_on_path",
+    "foreign_path_entry",
     "bytecode_writing_on",
     "unread",
 ]

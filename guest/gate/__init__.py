@@ -1,0 +1,1 @@
+"""The guest runtime gate. `bootstrap.py` is sent over SSH and runs before any import of ours."""

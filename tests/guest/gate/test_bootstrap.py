@@ -1,0 +1,323 @@
+"""The guest runtime gate, run as it ships: its source passed to `python3 -I -B -S -c`.
+
+Each attack of STANDARDS.md §4 is planted in a real runtime tree. Mutation controls
+edit the gate's source text (the same text the host sends) to remove one check, and
+show that the attack then gets through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import subprocess
+import sys
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from guest.gate import bootstrap
+from receipts.pintable import build_pin_table, pin_table_bytes
+from receipts.records.gate import GateCategory
+
+SOURCE = Path(bootstrap.__file__).read_text(encoding="utf-8")
+PYC_TAG = sys.implementation.cache_tag
+
+
+@dataclass
+class Runtime:
+    root: Path
+    table: Path
+    digest: str
+
+
+def make_runtime(tmp_path: Path) -> Runtime:
+    root = tmp_path / "runtime"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "mod.py").write_text('VALUE = "good"\n')
+    (root / "app" / "__main__.py").write_text(
+        "import sys\nfrom app import mod\nprint('APP', mod.VALUE, sys.argv[1:])\n"
+    )
+    (root / "app" / "data.txt").write_text("fixture\n")
+    table = build_pin_table(root)
+    path = tmp_path / "pins.json"
+    data = pin_table_bytes(table)
+    path.write_bytes(data)
+    return Runtime(root, path, table.digest())
+
+
+def run_gate(
+    runtime: Runtime,
+    flags: tuple[str, ...] = ("-I", "-B", "-S"),
+    source: str = SOURCE,
+    env: dict[str, str] | None = None,
+    digest: str | None = None,
+) -> tuple[str, str]:
+    """Run the gate; return (category, the rest of stdout)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            *flags,
+            "-c",
+            source,
+            str(runtime.root),
+            str(runtime.table),
+            digest or runtime.digest,
+            "app",
+            "--flag",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env or {"PATH": "/usr/bin:/bin"},
+        cwd=runtime.root.parent,
+        check=False,
+    )
+    first, _, rest = result.stdout.partition("\n")
+    if not first.startswith("HARNESS-GATE "):
+        assert source != SOURCE, (result.stdout, result.stderr)  # only a mutated gate may crash
+        return "crashed", rest
+    return json.loads(first.removeprefix("HARNESS-GATE "))["category"], rest
+
+
+def test_clean_runtime_passes_and_runs_the_module(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    category, rest = run_gate(runtime)
+    assert category == "ok"
+    assert rest == "APP good ['--flag']\n"
+    assert not list(runtime.root.rglob("__pycache__")), "the gate must not write bytecode"
+
+
+def _plant_unchecked_pyc(runtime: Runtime) -> None:
+    """Compile different code into an unchecked-hash .pyc beside the correct source."""
+    evil = runtime.root.parent / "evil_mod.py"
+    evil.write_text('VALUE = "evil"\n')
+    cache = runtime.root / "app" / "__pycache__"
+    cache.mkdir()
+    py_compile.compile(
+        str(evil),
+        cfile=str(cache / f"mod.{PYC_TAG}.pyc"),
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+
+
+def test_unchecked_pyc_attack_is_real_without_the_gate(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    _plant_unchecked_pyc(runtime)
+    root = str(runtime.root)
+    code = f"import sys; sys.path.insert(0, {root!r}); from app import mod; print(mod.VALUE)"
+    out = subprocess.run(
+        [sys.executable, "-I", "-B", "-S", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout == "evil\n"
+
+
+def _extra_module(runtime: Runtime) -> None:
+    (runtime.root / "app" / "sneaky.py").write_text("import os\n")
+
+
+def _extension_module(runtime: Runtime) -> None:
+    (runtime.root / "app" / f"fast.{PYC_TAG}-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+
+
+def _pth_file(runtime: Runtime) -> None:
+    (runtime.root / "evil.pth").write_text("import os; os.system('true')\n")
+
+
+def _extra_data(runtime: Runtime) -> None:
+    (runtime.root / "app" / "notes.txt").write_text("x")
+
+
+def _digest(runtime: Runtime) -> None:
+    (runtime.root / "app" / "mod.py").write_text('VALUE = "bad!"\n')
+
+
+def _size(runtime: Runtime) -> None:
+    (runtime.root / "app" / "mod.py").write_text('VALUE = "longer"\n')
+
+
+def _missing(runtime: Runtime) -> None:
+    (runtime.root / "app" / "data.txt").unlink()
+
+
+def _symlink(runtime: Runtime) -> None:
+    target = runtime.root / "app" / "data.txt"
+    target.unlink()
+    target.symlink_to("/etc/hostname")
+
+
+def test_fifo_swapped_in_after_the_walk_does_not_block(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(bootstrap.GateRefusal) as info:
+        bootstrap._sha256_nofollow(str(fifo))
+    assert info.value.category == "special_file"
+
+
+def _fifo(runtime: Runtime) -> None:
+    target = runtime.root / "app" / "data.txt"
+    target.unlink()
+    os.mkfifo(target)
+
+
+@dataclass(frozen=True)
+class Attack:
+    plant: typing.Callable[[Runtime], None]
+    category: str
+    check: str
+    """A line of the gate's source; replacing it with `pass` removes the check."""
+
+
+ATTACKS: dict[str, Attack] = {
+    "extra_module": Attack(
+        _extra_module,
+        "unlisted_importable",
+        "                raise GateRefusal(_classify_unlisted(relative), verified)",
+    ),
+    "extension_module": Attack(
+        _extension_module,
+        "unlisted_importable",
+        "                raise GateRefusal(_classify_unlisted(relative), verified)",
+    ),
+    "pth_file": Attack(
+        _pth_file,
+        "unlisted_importable",
+        "                raise GateRefusal(_classify_unlisted(relative), verified)",
+    ),
+    "extra_data_file": Attack(
+        _extra_data,
+        "unlisted_file",
+        "                raise GateRefusal(_classify_unlisted(relative), verified)",
+    ),
+    "unchecked_pyc": Attack(
+        _plant_unchecked_pyc,
+        "pycache_present",
+        '                raise GateRefusal("pycache_present", verified)',
+    ),
+    "digest_mismatch": Attack(
+        _digest, "digest_mismatch", '                raise GateRefusal("digest_mismatch", verified)'
+    ),
+    "size_mismatch": Attack(
+        _size, "size_mismatch", '                raise GateRefusal("size_mismatch", verified)'
+    ),
+    "missing_file": Attack(
+        _missing, "missing_file", '        raise GateRefusal("missing_file", verified)'
+    ),
+    "symlink": Attack(
+        _symlink, "symlink", '                raise GateRefusal("symlink", verified)'
+    ),
+    "fifo": Attack(
+        _fifo,
+        "special_file",
+        '            raise GateRefusal("special_file")'
+        "  # FIFOs, devices, sockets: checked on the fd",
+    ),
+}
+
+
+def _without(check: str) -> str:
+    assert SOURCE.count(check + "\n") >= 1, check
+    indent = check[: len(check) - len(check.lstrip())]
+    return SOURCE.replace(check + "\n", f"{indent}pass\n")
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_is_refused_and_nothing_runs(tmp_path: Path, name: str) -> None:
+    runtime = make_runtime(tmp_path)
+    ATTACKS[name].plant(runtime)
+    category, rest = run_gate(runtime)
+    assert category == ATTACKS[name].category
+    assert rest == ""
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_mutation_control_attack_passes_without_its_check(tmp_path: Path, name: str) -> None:
+    runtime = make_runtime(tmp_path)
+    ATTACKS[name].plant(runtime)
+    category, _rest = run_gate(runtime, source=_without(ATTACKS[name].check))
+    assert category != ATTACKS[name].category
+
+
+def test_unchecked_pyc_would_run_evil_code_without_the_pycache_check(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    _plant_unchecked_pyc(runtime)
+    # Even with the __pycache__ directory check removed, the walk still sees the .pyc as
+    # an unlisted importable file: two independent refusals guard this attack.
+    category, _ = run_gate(runtime, source=_without(ATTACKS["unchecked_pyc"].check))
+    assert category == "unlisted_importable"
+
+
+def test_foreign_directory_on_sys_path_is_refused(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    evil = tmp_path / "evil"
+    (evil / "app").mkdir(parents=True)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(evil)}
+    assert run_gate(runtime, flags=("-B", "-S"), env=env)[0] == "foreign_path_entry"
+    assert run_gate(runtime, flags=("-B", "-S"))[0] == "foreign_path_entry"  # '' (cwd) from -c
+    assert run_gate(runtime, flags=("-I", "-B"))[0] == "foreign_path_entry"  # site-packages
+    mutated = _without('        raise GateRefusal("foreign_path_entry")')
+    assert run_gate(runtime, flags=("-B", "-S"), env=env, source=mutated)[0] == "ok"
+
+
+def test_root_must_be_first_on_sys_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = make_runtime(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(sys, "flags", type("F", (), {"dont_write_bytecode": 1})())
+    with pytest.raises(bootstrap.GateRefusal) as info:
+        bootstrap.check_interpreter(str(runtime.root), [str(tmp_path), str(runtime.root)])
+    assert info.value.category == "not_first_on_path"
+    bootstrap.check_interpreter(
+        str(runtime.root), [str(runtime.root), *sorted(bootstrap.stdlib_dirs())]
+    )
+
+
+def test_bytecode_writing_on_is_refused(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    assert run_gate(runtime, flags=("-I", "-S"))[0] == "bytecode_writing_on"
+    mutated = _without('        raise GateRefusal("bytecode_writing_on")')
+    assert run_gate(runtime, flags=("-I", "-S"), source=mutated)[0] == "ok"
+
+
+def test_pin_table_must_be_the_one_the_host_sent(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path)
+    assert run_gate(runtime, digest="0" * 64)[0] == "pin_table_mismatch"
+    mutated = _without('        raise GateRefusal("pin_table_mismatch")')
+    assert run_gate(runtime, digest="0" * 64, source=mutated)[0] == "ok"
+
+
+def test_every_category_the_gate_can_print_is_a_receipt_category() -> None:
+    categories = set(typing.get_args(GateCategory))
+    printed = {
+        "ok",
+        "unread",
+        *(a.category for a in ATTACKS.values()),
+        "not_first_on_path",
+        "foreign_path_entry",
+        "bytecode_writing_on",
+        "pin_table_mismatch",
+    }
+    assert printed <= categories
+    for category in categories - {"ok", "unread"}:
+        assert f'"{category}"' in SOURCE, category
+
+
+def test_gate_imports_only_the_standard_library() -> None:
+    import ast
+
+    tree = ast.parse(SOURCE)
+    modules = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    modules |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert modules <= set(sys.stdlib_module_names) | {"__future__"}
