@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from harness.profiles.sizes import ByteSize
+from receipts.records.agent import ApprovalsPolicy
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -159,7 +160,7 @@ class AgentSection(Section):
     max_invalid_outputs: Annotated[int, Field(ge=1, le=100)]
     max_total_tokens: Annotated[int, Field(ge=1, le=10_000_000)]
     wall_deadline_s: Seconds
-    approvals: Literal["approve_all", "deny_all"]
+    approvals: ApprovalsPolicy
     """How a permission rule's `ask` is resolved in a non-interactive trial."""
 
 

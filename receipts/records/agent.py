@@ -32,37 +32,86 @@ AGENT_FAILURES: frozenset[str] = frozenset({"worker_unreachable", "worker_error"
 
 TurnKind = Literal["tool_call", "text", "invalid_tool_call", "refused"]
 
+ToolName = Literal["read", "edit", "write", "list", "glob", "grep", "run_tests", "finish"]
+
+JailRefusal = Literal[
+    "absolute_path",
+    "parent_component",
+    "nul_byte",
+    "control_character",
+    "invalid_encoding",
+    "path_too_long",
+    "symlink",
+    "special_file",
+    "hard_link",
+    "cross_device",
+    "not_found",
+    "not_a_directory",
+    "is_a_directory",
+    "path_changed",
+    "os_denied",
+    "os_error",
+]
+"""Refusals from resolving a model-supplied path inside the workspace."""
+
+ToolRefusal = Literal[
+    "binary_file",
+    "file_too_large",
+    "content_too_large",
+    "empty_old_string",
+    "old_string_equals_new_string",
+    "old_string_not_found",
+    "multiple_matches",
+    "invalid_pattern",
+    "pattern_too_long",
+    "spawn_failed",
+    "net_isolation_unavailable",
+]
+"""Refusals and failures specific to one tool's semantics."""
+
+DispatchRefusal = Literal[
+    "unknown_tool",
+    "arguments_too_large",
+    "invalid_json",
+    "duplicate_key",
+    "non_finite_number",
+    "not_an_object",
+    "invalid_arguments",
+    "permission_denied",
+]
+"""Refusals before any tool runs: the call itself is unusable or not permitted."""
+
+ToolOutcome = Literal["ok", JailRefusal, ToolRefusal, DispatchRefusal]
+
 InvalidCallCategory = Literal[
     "unknown_tool",
-    "arguments_not_json",
-    "arguments_schema_violation",
+    "arguments_too_large",
+    "invalid_json",
+    "duplicate_key",
+    "non_finite_number",
+    "not_an_object",
+    "invalid_arguments",
     "malformed_tool_call",
     "multiple_tool_calls",
 ]
+"""Why a turn's tool call could not be dispatched at all (it is not a tool call record)."""
 
-ToolName = Literal["read", "edit", "write", "list", "glob", "grep", "run_tests", "finish"]
+EditMatch = Literal["exact"]
+"""How an edit located its target; fuzzy replacers would add values here."""
 
-ToolOutcome = Literal[
-    "ok",
-    "denied",
-    "not_found",
-    "not_unique",
-    "no_change",
-    "binary_file",
-    "too_large",
-    "jail_absolute_path",
-    "jail_parent_reference",
-    "jail_symlink",
-    "jail_hard_link",
-    "jail_special_file",
-    "jail_invalid_path",
-    "invalid_pattern",
-    "tests_passed",
-    "tests_failed",
-    "tests_timeout",
-    "tests_error",
-    "error",
-]
+RunExit = Literal["passed", "failed", "deadline", "cpu_limit", "file_size_limit", "signaled"]
+"""How a `run_tests` command ended."""
+
+NetIsolation = Literal["applied", "unread", "not_applied"]
+"""Whether `run_tests` ran without a network, as read back by the child (three answers)."""
+
+NetMechanism = Literal["unshare_syscall", "unshare_binary", "none"]
+NetPolicy = Literal["required", "best_effort", "disabled"]
+
+PermissionAction = Literal["allow", "ask", "deny"]
+PermissionVerdict = Literal["allow", "deny"]
+ApprovalsPolicy = Literal["approve_all", "deny_all", "approve_read_only"]
+"""How a permission rule's `ask` is answered when nobody is there to ask."""
 
 PermissionSource = Literal["rule", "approvals_policy"]
 """Whether the last matching rule decided, or an `ask` was resolved by the approvals policy."""
@@ -101,11 +150,13 @@ class ToolCallRecord(Record):
     index: Index
     turn: Index
     tool: ToolName
-    decision: Literal["allow", "deny"]
+    decision: PermissionVerdict
     decided_by: PermissionSource
     rule_index: Index | None
     outcome: ToolOutcome
-    edit_match: Literal["exact"] | None
+    edit_match: EditMatch | None
+    run_exit: RunExit | None
+    net_isolation: NetIsolation | None
     output_bytes: ByteCount
     truncated: bool
     duration_ms: Millis

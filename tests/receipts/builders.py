@@ -103,6 +103,8 @@ def _tool_calls() -> tuple[ToolCallRecord, ...]:
             rule_index=0,
             outcome="ok",
             edit_match="exact" if tool == "edit" else None,
+            run_exit=None,
+            net_isolation=None,
             output_bytes=120,
             truncated=False,
             duration_ms=5,

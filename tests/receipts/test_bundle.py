@@ -26,7 +26,7 @@ from tests.receipts.builders import accepted_model_trial, replace
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
 # update it in the same commit and say why.
-GOLDEN_ZIP_SHA256 = "ced5c46b05a96000222cfea37f357fe02792f84af5c5dfaf367eae2db2ef609b"
+GOLDEN_ZIP_SHA256 = "9a625f06c918be3137238defcd8543b6c7bc79e9068aaa29b097939c2149f756"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

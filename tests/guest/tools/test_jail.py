@@ -1,0 +1,386 @@
+"""Every way out of the workspace is refused, each by its own test.
+
+Race tests make the swap deterministic by wrapping `os.open`: the wrapper performs
+the swap at the exact moment the jail opens a given component, which is the
+window a check-then-use implementation would lose.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guest.tools.jail import Jail, JailError, RelPath, parse_relative
+from tests.guest.tools.conftest import SECRET
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def read_text(jail: Jail, raw: str) -> str:
+    with jail.regular_file(parse_relative(raw)) as (fd, _st):
+        return os.pread(fd, 1 << 16, 0).decode()
+
+
+def refusal_of(fn: Callable[[], object]) -> str:
+    with pytest.raises(JailError) as info:
+        fn()
+    return info.value.category
+
+
+# --- text-level refusals -------------------------------------------------------
+
+
+def test_absolute_path_refused(jail: Jail, outside: Path) -> None:
+    assert refusal_of(lambda: read_text(jail, str(outside / "secret.txt"))) == "absolute_path"
+
+
+def test_parent_component_refused(jail: Jail, outside: Path) -> None:
+    assert outside.exists()
+    assert refusal_of(lambda: read_text(jail, "../outside/secret.txt")) == "parent_component"
+
+
+def test_parent_component_in_the_middle_refused(jail: Jail, ws: Path) -> None:
+    (ws / "a").mkdir()
+    assert refusal_of(lambda: parse_relative("a/../../outside/secret.txt")) == "parent_component"
+
+
+def test_proc_self_root_absolute_refused(jail: Jail, outside: Path) -> None:
+    trick = "/proc/self/root" + str(outside / "secret.txt")
+    assert refusal_of(lambda: read_text(jail, trick)) == "absolute_path"
+
+
+def test_proc_self_root_through_symlink_refused(jail: Jail, ws: Path, outside: Path) -> None:
+    os.symlink("/proc/self/root", ws / "p")
+    trick = "p" + str(outside / "secret.txt")
+    assert refusal_of(lambda: read_text(jail, trick)) == "symlink"
+
+
+def test_workspace_root_inside_proc_refused() -> None:
+    with pytest.raises(ValueError, match="pseudo"):
+        Jail("/proc/self/cwd")
+
+
+def test_nul_byte_refused() -> None:
+    assert refusal_of(lambda: parse_relative("a\x00b")) == "nul_byte"
+
+
+def test_control_character_refused() -> None:
+    assert refusal_of(lambda: parse_relative("a\nb")) == "control_character"
+
+
+def test_lone_surrogate_refused() -> None:
+    assert refusal_of(lambda: parse_relative("a\udc80")) == "invalid_encoding"
+
+
+def test_overlong_path_refused() -> None:
+    raw = ("x" * 200 + "/") * 6  # 1,206 bytes in 6 components: only the total is too long
+    assert refusal_of(lambda: parse_relative(raw)) == "path_too_long"
+
+
+def test_overlong_component_refused() -> None:
+    assert refusal_of(lambda: parse_relative("x" * 256)) == "path_too_long"
+
+
+def test_too_deep_path_refused() -> None:
+    assert refusal_of(lambda: parse_relative("a/" * 65)) == "path_too_long"
+
+
+def test_dot_and_empty_components_normalize() -> None:
+    assert parse_relative("./a//b/.").parts == ("a", "b")
+    assert parse_relative("").parts == ()
+    assert parse_relative(".").text == "."
+
+
+# --- filesystem-level refusals -------------------------------------------------
+
+
+def test_symlink_to_outside_directory_refused(jail: Jail, ws: Path, outside: Path) -> None:
+    os.symlink(outside, ws / "link")
+    assert refusal_of(lambda: read_text(jail, "link/secret.txt")) == "symlink"
+
+
+def test_symlink_to_outside_file_refused(jail: Jail, ws: Path, outside: Path) -> None:
+    os.symlink(outside / "secret.txt", ws / "flink")
+    assert refusal_of(lambda: read_text(jail, "flink")) == "symlink"
+
+
+def test_symlink_pointing_inside_is_refused_too(jail: Jail, ws: Path) -> None:
+    (ws / "real.txt").write_text("inside\n")
+    os.symlink("real.txt", ws / "alias.txt")
+    assert refusal_of(lambda: read_text(jail, "alias.txt")) == "symlink"
+
+
+def test_hard_link_to_outside_refused(jail: Jail, ws: Path, outside: Path) -> None:
+    os.link(outside / "secret.txt", ws / "hl.txt")
+    assert refusal_of(lambda: read_text(jail, "hl.txt")) == "hard_link"
+
+
+def test_fifo_refused(jail: Jail, ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    assert refusal_of(lambda: read_text(jail, "pipe")) == "special_file"
+
+
+def test_fifo_is_never_opened(jail: Jail, ws: Path) -> None:
+    """The lstat pre-check refuses before open: a blocked writer stays blocked."""
+    fifo = ws / "pipe"
+    os.mkfifo(fifo)
+    opened = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # blocks until someone opens for reading
+        opened.set()
+        os.close(fd)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        assert refusal_of(lambda: read_text(jail, "pipe")) == "special_file"
+        assert not opened.wait(0.3), "the jail opened the FIFO"
+    finally:
+        release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        thread.join(5)
+        os.close(release)
+
+
+def test_unix_socket_refused(jail: Jail, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ws)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")
+        assert refusal_of(lambda: read_text(jail, "sock")) == "special_file"
+
+
+def test_device_file_refused(jail: Jail, ws: Path) -> None:
+    # /dev/null through a hard link would be cross-device; a symlink is refused
+    # as a symlink. A FIFO and a socket stand in for devices (S_ISCHR needs mknod).
+    os.mkfifo(ws / "dev")
+    assert refusal_of(lambda: jail.write_file(RelPath(("dev",)), b"x", create_parents=False)) == (
+        "special_file"
+    )
+
+
+MOUNT_PROBE = (
+    "import sys\n"
+    "from guest.tools.jail import Jail, JailError, parse_relative\n"
+    "with Jail(sys.argv[1]) as j:\n"
+    "    if sys.argv[3] == 'st_dev':\n"
+    "        j._mnt = None  # as if procfs were unreadable: device numbers decide\n"
+    "    try:\n"
+    "        if sys.argv[2] == 'dir':\n"
+    "            with j.directory(parse_relative('mnt')):\n"
+    "                print('opened')\n"
+    "        else:\n"
+    "            with j.regular_file(parse_relative('bound.txt')):\n"
+    "                print('opened')\n"
+    "    except JailError as e:\n"
+    "        print(e.category)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "method"), [("dir", "mnt_id"), ("file", "mnt_id"), ("dir", "st_dev")]
+)
+def test_mount_inside_workspace_refused(ws: Path, outside: Path, kind: str, method: str) -> None:
+    """A mount inside the workspace (tmpfs dir, bind-mounted file) is `cross_device`.
+
+    Runs in a private mount namespace (`unshare -rm`) so nothing leaks to the host.
+    """
+    (ws / "mnt").mkdir()
+    (ws / "bound.txt").write_text("placeholder\n")
+    mounts = (
+        'mount -t tmpfs none "$1/mnt" && echo x > "$1/mnt/f" && '
+        'mount --bind "$2" "$1/bound.txt" && '
+        f'exec "{sys.executable}" -c "$3" "$1" "$4" "$5"'
+    )
+    proc = subprocess.run(
+        [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            mounts,
+            "sh",
+            str(ws),
+            str(outside / "secret.txt"),
+            MOUNT_PROBE,
+            kind,
+            method,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.stdout.strip() == "cross_device", proc.stderr
+
+
+def test_not_found_and_directory(jail: Jail, ws: Path) -> None:
+    (ws / "d").mkdir()
+    assert refusal_of(lambda: read_text(jail, "missing.txt")) == "not_found"
+    assert refusal_of(lambda: read_text(jail, "d")) == "is_a_directory"
+    (ws / "f").write_text("x")
+    assert refusal_of(lambda: read_text(jail, "f/x")) == "not_a_directory"
+
+
+def test_regular_file_inside_is_read(jail: Jail, ws: Path) -> None:
+    (ws / "a").mkdir()
+    (ws / "a" / "b.txt").write_text("inside\n")
+    assert read_text(jail, "a/b.txt") == "inside\n"
+
+
+# --- races: swaps at the moment of use ----------------------------------------
+
+
+def swap_on_open(
+    monkeypatch: pytest.MonkeyPatch, name: str, swap: Callable[[], None]
+) -> list[bool]:
+    """Run `swap` just before the jail's first descriptor-relative open of `name`."""
+    real_open = os.open
+    done: list[bool] = []
+
+    def wrapped(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        if path == name and dir_fd is not None and not done:
+            done.append(True)
+            swap()
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", wrapped)
+    return done
+
+
+def test_directory_swapped_for_symlink_before_open_is_not_followed(
+    jail: Jail, ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "sub").mkdir()
+    (ws / "sub" / "secret.txt").write_text("inside\n")
+
+    def swap() -> None:
+        os.rename(ws / "sub", ws / "sub-moved")
+        os.symlink(outside, ws / "sub")
+
+    done = swap_on_open(monkeypatch, "sub", swap)
+    assert refusal_of(lambda: read_text(jail, "sub/secret.txt")) == "symlink"
+    assert done
+
+
+def test_parent_swapped_after_open_keeps_the_checked_directory(
+    jail: Jail, ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "sub").mkdir()
+    (ws / "sub" / "secret.txt").write_text("inside\n")
+
+    def swap() -> None:
+        os.rename(ws / "sub", ws / "sub-moved")
+        os.symlink(outside, ws / "sub")
+
+    done = swap_on_open(monkeypatch, "secret.txt", swap)
+    assert read_text(jail, "sub/secret.txt") == "inside\n"
+    assert done
+
+
+def test_file_swapped_for_symlink_after_lstat_is_not_followed(
+    jail: Jail, ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "f.txt").write_text("inside\n")
+
+    def swap() -> None:
+        os.unlink(ws / "f.txt")
+        os.symlink(outside / "secret.txt", ws / "f.txt")
+
+    done = swap_on_open(monkeypatch, "f.txt", swap)
+    assert refusal_of(lambda: read_text(jail, "f.txt")) == "symlink"
+    assert done
+
+
+def test_file_swapped_for_fifo_after_lstat_is_refused_by_fstat(
+    jail: Jail, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "f.txt").write_text("inside\n")
+
+    def swap() -> None:
+        os.unlink(ws / "f.txt")
+        os.mkfifo(ws / "f.txt")
+
+    done = swap_on_open(monkeypatch, "f.txt", swap)
+    assert refusal_of(lambda: read_text(jail, "f.txt")) == "special_file"
+    assert done
+
+
+def test_file_swapped_for_hard_link_after_lstat_is_refused_by_fstat(
+    jail: Jail, ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "f.txt").write_text("inside\n")
+
+    def swap() -> None:
+        os.unlink(ws / "f.txt")
+        os.link(outside / "secret.txt", ws / "f.txt")
+
+    done = swap_on_open(monkeypatch, "f.txt", swap)
+    assert refusal_of(lambda: read_text(jail, "f.txt")) == "hard_link"
+    assert done
+
+
+# --- writes --------------------------------------------------------------------
+
+
+def test_write_through_symlinked_directory_refused(jail: Jail, ws: Path, outside: Path) -> None:
+    os.symlink(outside, ws / "link")
+    path = parse_relative("link/new.txt")
+    assert refusal_of(lambda: jail.write_file(path, b"x", create_parents=True)) == "symlink"
+    assert not (outside / "new.txt").exists()
+
+
+def test_write_over_symlink_refused(jail: Jail, ws: Path, outside: Path) -> None:
+    os.symlink(outside / "secret.txt", ws / "flink")
+    path = parse_relative("flink")
+    assert refusal_of(lambda: jail.write_file(path, b"x", create_parents=False)) == "symlink"
+    assert (outside / "secret.txt").read_text() == SECRET
+
+
+def test_write_over_hard_link_refused(jail: Jail, ws: Path, outside: Path) -> None:
+    os.link(outside / "secret.txt", ws / "hl.txt")
+    path = parse_relative("hl.txt")
+    assert refusal_of(lambda: jail.write_file(path, b"x", create_parents=False)) == "hard_link"
+    assert (outside / "secret.txt").read_text() == SECRET
+
+
+def test_write_creates_parents_inside(jail: Jail, ws: Path) -> None:
+    created = jail.write_file(parse_relative("a/b/c.txt"), b"hi", create_parents=True)
+    assert created
+    assert (ws / "a" / "b" / "c.txt").read_bytes() == b"hi"
+    assert not [p.name for p in (ws / "a" / "b").iterdir() if p.name != "c.txt"]
+
+
+def test_write_never_goes_through_the_existing_inode(
+    jail: Jail, ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hard link swapped in after the checks is replaced, not written through."""
+    (ws / "f.txt").write_text("old\n")
+    real_open = os.open
+
+    def swapping_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Any = None) -> int:
+        if dir_fd is not None and (ws / "f.txt").stat().st_nlink == 1:
+            os.unlink(ws / "f.txt")
+            os.link(outside / "secret.txt", ws / "f.txt")
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    jail.write_file(parse_relative("f.txt"), b"new\n", create_parents=False)
+    assert (outside / "secret.txt").read_text() == SECRET
+    assert (ws / "f.txt").read_text() == "new\n"
+
+
+def test_write_keeps_permission_bits(jail: Jail, ws: Path) -> None:
+    script = ws / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o750)
+    jail.write_file(parse_relative("run.sh"), b"#!/bin/sh\nexit 0\n", create_parents=False)
+    assert script.stat().st_mode & 0o777 == 0o750
