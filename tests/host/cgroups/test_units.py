@@ -1,0 +1,132 @@
+"""Pure parts of the cgroup mechanism: mount parsing, selection, names, readings, spawn."""
+
+from pathlib import Path
+
+import pytest
+
+from host.cgroups import CgroupError, Reading, choose, spawn_in_cgroup
+from host.cgroups.fileio import parse_keyed
+from host.cgroups.memory import headroom, working_set
+from host.cgroups.mounts import parse_mountinfo
+from host.cgroups.names import validate_name, validate_prefix
+from host.cgroups.v1 import V1Hierarchy, memory_write_order
+from host.cgroups.v2 import V2Hierarchy
+from tests.host.cgroups.v2_imitation import ImitationV2Tree
+
+HYBRID = """\
+25 30 0:22 / /sys rw,nosuid - sysfs sysfs rw
+31 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
+32 31 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:28 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+34 31 0:29 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+35 31 0:30 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+36 31 0:31 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd,xattr
+37 31 0:32 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+
+V2_ONLY = """\
+29 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate
+40 29 0:26 / /mnt/odd\\040place rw shared:4 - cgroup2 cgroup2 rw
+"""
+
+
+def test_parse_hybrid_mountinfo() -> None:
+    mounts = {m.key: m for m in parse_mountinfo(HYBRID)}
+    assert set(mounts) == {"cpu", "cpuacct", "memory", "pids", "name=systemd", "unified"}
+    assert mounts["memory"].mount_point == Path("/sys/fs/cgroup/memory")
+    assert mounts["memory"].version == "v1"
+    assert mounts["unified"].version == "v2"
+    assert mounts["name=systemd"].controllers == frozenset({"name=systemd"})
+
+
+def test_parse_v2_only_mountinfo_first_mount_wins_and_escapes() -> None:
+    mounts = parse_mountinfo(V2_ONLY)
+    assert [(m.key, m.mount_point) for m in mounts] == [("unified", Path("/sys/fs/cgroup"))]
+    other = parse_mountinfo(V2_ONLY.splitlines()[1])
+    assert other[0].mount_point == Path("/mnt/odd place")
+
+
+def test_choose_prefers_v1_memory_in_hybrid() -> None:
+    h = choose(parse_mountinfo(HYBRID))
+    assert isinstance(h, V1Hierarchy)
+    assert h.version == "v1"
+
+
+def test_choose_v2_when_unified_offers_memory(tmp_path: Path) -> None:
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2")
+    line = f"29 23 0:26 / {tree.root} rw - cgroup2 cgroup2 rw\n"
+    assert isinstance(choose(parse_mountinfo(line)), V2Hierarchy)
+    (tree.root / "cgroup.controllers").write_text("cpu pids\n")
+    with pytest.raises(CgroupError) as err:
+        choose(parse_mountinfo(line))
+    assert err.value.category == "no_memory_controller"
+
+
+def test_choose_v1_memory_even_when_unified_offers_memory(tmp_path: Path) -> None:
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2")
+    line = f"29 23 0:26 / {tree.root} rw - cgroup2 cgroup2 rw\n"
+    assert isinstance(choose(parse_mountinfo(line + HYBRID)), V1Hierarchy)
+
+
+def test_choose_nothing_mounted() -> None:
+    with pytest.raises(CgroupError) as err:
+        choose(())
+    assert err.value.category == "no_memory_controller"
+
+
+def test_names() -> None:
+    assert validate_name("trial-01_a") == "trial-01_a"
+    for bad in ("", ".", "..", "a/b", "a b", "Trial", "-x", "x" * 65, "é"):
+        with pytest.raises(CgroupError):
+            validate_name(bad)
+    assert validate_prefix("") == ""
+    with pytest.raises(CgroupError):
+        validate_prefix("../")
+
+
+def test_memory_write_order() -> None:
+    assert memory_write_order(1 << 62, 64 << 20)[0] == "memory.limit_in_bytes"
+    assert memory_write_order(64 << 20, 128 << 20)[0] == "memory.memsw.limit_in_bytes"
+
+
+def test_reading_invariants() -> None:
+    with pytest.raises(ValueError, match="present"):
+        Reading("present")
+    with pytest.raises(ValueError, match="absent"):
+        Reading("absent", value=1)
+    with pytest.raises(ValueError, match="unread"):
+        Reading("unread")
+
+
+def test_derived_readings_never_guess() -> None:
+    usage, inactive = Reading.present(100), Reading.present(30)
+    assert working_set(usage, inactive) == Reading.present(70)
+    assert working_set(Reading.present(10), inactive) == Reading.present(0)
+    assert working_set(usage, Reading.unread("read_failed")).state == "unread"
+    assert headroom(Reading.present(200), Reading.present(70)) == Reading.present(130)
+    assert headroom(Reading.absent(), Reading.present(70)) == Reading.absent()
+    assert headroom(Reading.unread("read_failed"), Reading.present(70)).state == "unread"
+    assert headroom(Reading.present(200), Reading.unread("parse_failed")).state == "unread"
+
+
+def test_parse_keyed_refuses_ambiguity() -> None:
+    assert parse_keyed("a 1\nb 2\n") == {"a": 1, "b": 2}
+    for bad in ("a 1\na 2\n", "a\n", "a x\n", "a 1 2\n"):
+        with pytest.raises(CgroupError):
+            parse_keyed(bad)
+
+
+def test_spawn_fails_closed_when_joining_fails(tmp_path: Path) -> None:
+    # cgroup.procs replaced by /dev/full: the child's join write fails (ENOSPC), so
+    # the child must never exec its program.
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2")
+    tree.make_parent()
+    cg = V2Hierarchy(tree.root, dir_ops=tree.dir_ops()).create("trial-one")
+    procs = tree.root / "harness" / "trial-one" / "cgroup.procs"
+    procs.unlink()
+    procs.symlink_to("/dev/full")
+    marker = tmp_path / "ran-outside"
+    with pytest.raises(CgroupError) as err:
+        spawn_in_cgroup(cg, ["touch", str(marker)])
+    assert err.value.category == "spawn_failed"
+    assert not marker.exists()

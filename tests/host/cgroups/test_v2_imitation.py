@@ -1,0 +1,252 @@
+"""The v2 implementation against an IMITATION of the cgroup2 file layout.
+
+This host cannot mount a v2 memory controller (memory is bound to v1), so these tests
+drive `V2Hierarchy`/`V2Cgroup` over plain files in a temporary directory laid out as
+cgroupfs lays them out (see `v2_imitation.py` for what the imitation does not do).
+They prove which files are written, in what form, what is read back, and how
+readings are derived; they do not prove that a kernel enforces anything.
+"""
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from host.cgroups import CgroupError
+from host.cgroups.v2 import V2Cgroup, V2Hierarchy
+from tests.host.cgroups.v2_imitation import MIB, ImitationProcsPruner, ImitationV2Tree
+
+
+@pytest.fixture
+def imitation(tmp_path: Path) -> ImitationV2Tree:
+    return ImitationV2Tree(tmp_path / "imitation-cgroup2")
+
+
+@pytest.fixture
+def hierarchy(imitation: ImitationV2Tree) -> V2Hierarchy:
+    imitation.make_parent()
+    return V2Hierarchy(imitation.root, dir_ops=imitation.dir_ops())
+
+
+def _cg(hierarchy: V2Hierarchy, name: str = "trial-one") -> V2Cgroup:
+    return hierarchy.create(name)
+
+
+def test_create_and_list(hierarchy: V2Hierarchy, imitation: ImitationV2Tree) -> None:
+    cg = _cg(hierarchy)
+    assert cg.version == "v2"
+    assert (imitation.root / "harness" / "trial-one" / "memory.max").is_file()
+    assert hierarchy.list_names("trial").keys() == {"unified"}
+    assert hierarchy.list_names("trial")["unified"].names == ("trial-one",)
+    with pytest.raises(CgroupError) as err:
+        hierarchy.create("trial-one")
+    assert err.value.category == "already_exists"
+
+
+def test_parent_absent_is_absent_not_unread(imitation: ImitationV2Tree) -> None:
+    h = V2Hierarchy(imitation.root, dir_ops=imitation.dir_ops())
+    assert h.list_names()["unified"].state == "absent"
+
+
+def test_listing_unreadable_root_is_unread(tmp_path: Path) -> None:
+    h = V2Hierarchy(tmp_path / "no-such-mount")
+    listing = h.list_names()["unified"]
+    assert listing.state == "unread"
+    assert listing.reason == "read_failed"
+
+
+def test_subtree_control_write_that_did_not_take(imitation: ImitationV2Tree) -> None:
+    # The parent is made by `create` here, so its subtree_control starts empty and the
+    # `+memory +cpu +pids` write lands as plain bytes: the enabled set reads back wrong.
+    h = V2Hierarchy(imitation.root, dir_ops=imitation.dir_ops())
+    with pytest.raises(CgroupError) as err:
+        h.create("trial-one")
+    assert err.value.category == "readback_mismatch"
+    assert not (imitation.root / "harness" / "trial-one").exists()
+
+
+def test_no_memory_controller(imitation: ImitationV2Tree) -> None:
+    (imitation.root / "cgroup.controllers").write_text("cpu io pids\n")
+    h = V2Hierarchy(imitation.root, dir_ops=imitation.dir_ops())
+    with pytest.raises(CgroupError) as err:
+        h.create("trial-one")
+    assert err.value.category == "no_memory_controller"
+
+
+def test_memory_limit_writes_max_and_swap_zero(
+    hierarchy: V2Hierarchy, imitation: ImitationV2Tree
+) -> None:
+    cg = _cg(hierarchy)
+    applied = cg.set_memory_limit(64 * MIB)
+    assert (applied.limit_bytes, applied.swap_bytes) == (64 * MIB, 0)
+    d = imitation.root / "harness" / "trial-one"
+    assert (d / "memory.max").read_text() == str(64 * MIB)
+    assert (d / "memory.swap.max").read_text() == "0"
+    assert cg.swap_limit().value == 0
+    assert cg.memory_limit().value == 64 * MIB
+
+
+def test_swap_accounting_missing(tmp_path: Path) -> None:
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2", with_swap=False)
+    tree.make_parent()
+    cg = V2Hierarchy(tree.root, dir_ops=tree.dir_ops()).create("trial-one")
+    with pytest.raises(CgroupError) as err:
+        cg.set_memory_limit(64 * MIB)
+    assert err.value.category == "swap_accounting_missing"
+    assert (tree.root / "harness" / "trial-one" / "memory.max").read_text() == "max\n"
+
+
+def test_value_that_did_not_take(hierarchy: V2Hierarchy, imitation: ImitationV2Tree) -> None:
+    # A sink that accepts every write and reads back nothing, as a kernel file that
+    # silently ignored the write would.
+    swap = imitation.root / "harness" / "trial-one" / "memory.swap.max"
+    cg = _cg(hierarchy)
+    swap.unlink()
+    swap.symlink_to("/dev/null")
+    with pytest.raises(CgroupError) as err:
+        cg.set_memory_limit(64 * MIB)
+    assert err.value.category == "readback_mismatch"
+    assert err.value.interface_file == "memory.swap.max"
+
+
+def test_cpu_and_pids(hierarchy: V2Hierarchy, imitation: ImitationV2Tree) -> None:
+    cg = _cg(hierarchy)
+    assert cg.set_cpu_quota(50_000, 100_000).quota_us == 50_000
+    assert cg.set_pids_limit(128).max_pids == 128
+    d = imitation.root / "harness" / "trial-one"
+    assert (d / "cpu.max").read_text() == "50000 100000"
+    assert (d / "pids.max").read_text() == "128"
+
+
+def test_controller_missing_in_child(imitation: ImitationV2Tree) -> None:
+    parent = imitation.make_parent()
+    (parent / "cgroup.subtree_control").write_text("memory\n")
+    (imitation.root / "cgroup.subtree_control").write_text("memory\n")
+    (imitation.root / "cgroup.controllers").write_text("memory\n")
+    cg = V2Hierarchy(imitation.root, dir_ops=imitation.dir_ops()).create("trial-one")
+    with pytest.raises(CgroupError) as err:
+        cg.set_cpu_quota(50_000, 100_000)
+    assert err.value.category == "controller_missing"
+    with pytest.raises(CgroupError) as err:
+        cg.set_pids_limit(10)
+    assert err.value.category == "controller_missing"
+
+
+def _write(d: Path, **files: str) -> None:
+    for name, text in files.items():
+        (d / name.replace("_", ".", 1)).write_text(text)
+
+
+def test_readings_derive_working_set_and_headroom(
+    hierarchy: V2Hierarchy, imitation: ImitationV2Tree
+) -> None:
+    cg = _cg(hierarchy)
+    d = imitation.root / "harness" / "trial-one"
+    (d / "memory.max").write_text(f"{64 * MIB}\n")
+    (d / "memory.current").write_text(f"{50 * MIB}\n")
+    (d / "memory.peak").write_text(f"{60 * MIB}\n")
+    (d / "memory.stat").write_text(f"anon {40 * MIB}\nfile 1\ninactive_file {10 * MIB}\n")
+    (d / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 4\noom_kill 3\n")
+    r = cg.read_memory()
+    assert r.version == "v2"
+    assert r.usage.value == 50 * MIB
+    assert r.peak.value == 60 * MIB
+    assert r.inactive_file.value == 10 * MIB
+    assert r.working_set.value == 40 * MIB
+    assert r.headroom.value == 24 * MIB
+    assert r.oom_kills.value == 3
+    (d / "memory.max").write_text("max\n")
+    assert cg.read_memory().headroom.state == "absent"
+
+
+def test_peak_missing_is_unread(tmp_path: Path) -> None:
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2", with_peak=False)
+    tree.make_parent()
+    cg = V2Hierarchy(tree.root, dir_ops=tree.dir_ops()).create("trial-one")
+    peak = cg.memory_peak()
+    assert peak.state == "unread"
+    assert peak.reason == "interface_file_missing"
+
+
+def test_unreadable_stat_is_unread_not_absent(
+    hierarchy: V2Hierarchy, imitation: ImitationV2Tree
+) -> None:
+    cg = _cg(hierarchy)
+    d = imitation.root / "harness" / "trial-one"
+    (d / "memory.max").write_text(f"{64 * MIB}\n")
+    (d / "memory.stat").unlink()
+    (d / "memory.stat").mkdir()  # open succeeds, read fails with EISDIR
+    r = cg.read_memory()
+    assert r.usage.state == "present"
+    assert (r.inactive_file.state, r.inactive_file.reason) == ("unread", "read_failed")
+    assert r.working_set.state == "unread"
+    assert r.headroom.state == "unread"
+    (d / "memory.events").write_text("oom 1\n")
+    assert (cg.oom_kills().state, cg.oom_kills().reason) == ("unread", "counter_missing")
+    (d / "memory.events").write_text("oom_kill 1\noom_kill 2\n")
+    assert (cg.oom_kills().state, cg.oom_kills().reason) == ("unread", "parse_failed")
+
+
+def test_kill_members_and_remove(hierarchy: V2Hierarchy, imitation: ImitationV2Tree) -> None:
+    cg = _cg(hierarchy)
+    d = imitation.root / "harness" / "trial-one"
+    children = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    try:
+        (d / "cgroup.procs").write_text("".join(f"{c.pid}\n" for c in children))
+        assert cg.member_pids() == tuple(sorted(c.pid for c in children))
+        with pytest.raises(CgroupError) as err:
+            cg.remove()
+        assert err.value.category == "not_empty"
+        with ImitationProcsPruner(d / "cgroup.procs"):
+            assert cg.kill_members(deadline_s=5.0) == 3
+        assert (d / "cgroup.kill").read_text() == "1"
+        assert cg.member_pids() == ()
+        assert [c.wait(timeout=5) for c in children] == [-signal.SIGKILL] * 3
+    finally:
+        for c in children:
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+    cg.remove()
+    assert not d.exists()
+    assert hierarchy.list_names()["unified"].names == ()
+
+
+def test_kill_members_deadline(hierarchy: V2Hierarchy, imitation: ImitationV2Tree) -> None:
+    # Without the pruner nothing leaves the imitation's cgroup.procs: the deadline ends it.
+    cg = _cg(hierarchy)
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        (imitation.root / "harness" / "trial-one" / "cgroup.procs").write_text(f"{child.pid}\n")
+        with pytest.raises(CgroupError) as err:
+            cg.kill_members(deadline_s=0.2)
+        assert err.value.category == "members_remain"
+        assert child.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_pid_not_listed_is_not_signalled(
+    hierarchy: V2Hierarchy, imitation: ImitationV2Tree
+) -> None:
+    # A pid that left cgroup.procs between two reads is not signalled: here the pid is
+    # listed while the first read happens and is gone for the confirmation read.
+    from host.cgroups.members import _signal_listed
+
+    cg = _cg(hierarchy)
+    procs = imitation.root / "harness" / "trial-one" / "cgroup.procs"
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        procs.write_text("")
+        _signal_listed([("memory", procs)], [bystander.pid])
+        with pytest.raises(subprocess.TimeoutExpired):
+            bystander.wait(timeout=0.3)
+        assert cg.member_pids() == ()
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert os.path.exists(procs)
