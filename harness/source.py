@@ -46,19 +46,31 @@ class GitState:
 def _git(checkout: Path, *args: str) -> bytes:
     command = [
         "git",
-        "-c", "core.untrackedCache=false",
-        "-c", "core.fileMode=true",
-        "-c", "core.ignoreStat=false",
-        "-c", "core.checkStat=default",
-        "-c", "core.trustctime=true",
-        "-c", "status.showUntrackedFiles=all",
-        "-c", "core.fsmonitor=false",
+        "-c",
+        "core.untrackedCache=false",
+        "-c",
+        "core.fileMode=true",
+        "-c",
+        "core.ignoreStat=false",
+        "-c",
+        "core.checkStat=default",
+        "-c",
+        "core.trustctime=true",
+        "-c",
+        "status.showUntrackedFiles=all",
+        "-c",
+        "core.fsmonitor=false",
         *args,
-    ]  # fmt: skip
+    ]
     # Only PATH and HOME pass through (no GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE...);
     # HOME does, so that the config overrides below are what keeps ~/.gitconfig out.
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
-           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}  # fmt: skip
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/"),
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C",
+    }
     try:
         result = subprocess.run(
             command, cwd=checkout, env=env, capture_output=True, timeout=GIT_TIMEOUT_S, check=False
@@ -148,24 +160,43 @@ def bind_source(checkout: Path | None, *, refuse_dirty: bool) -> SourceRecord:
         try:
             state = git_state(checkout)
         except SourceUnread:
-            return SourceRecord(category="unread", kind="git", commit=None, tree=None,
-                                tree_state="unread", installed_record_sha256=None,
-                                duration_ms=elapsed())  # fmt: skip
+            return SourceRecord(
+                category="unread",
+                kind="git",
+                commit=None,
+                tree=None,
+                tree_state="unread",
+                installed_record_sha256=None,
+                duration_ms=elapsed(),
+            )
         dirty = bool(state.dirty_paths)
         return SourceRecord(
             category="dirty_refused" if dirty and refuse_dirty else "ok",
-            kind="git", commit=state.commit, tree=state.tree,
-            tree_state="dirty" if dirty else "clean", installed_record_sha256=None,
+            kind="git",
+            commit=state.commit,
+            tree=state.tree,
+            tree_state="dirty" if dirty else "clean",
+            installed_record_sha256=None,
             duration_ms=elapsed(),
-        )  # fmt: skip
+        )
     try:
         digest, intact = installed_digest(distribution("harness"))
     except PackageNotFoundError:
-        return SourceRecord(category="unread", kind="installed", commit=None, tree=None,
-                            tree_state="unread", installed_record_sha256=None,
-                            duration_ms=elapsed())  # fmt: skip
+        return SourceRecord(
+            category="unread",
+            kind="installed",
+            commit=None,
+            tree=None,
+            tree_state="unread",
+            installed_record_sha256=None,
+            duration_ms=elapsed(),
+        )
     return SourceRecord(
         category="dirty_refused" if not intact and refuse_dirty else "ok",
-        kind="installed", commit=None, tree=None, tree_state="clean" if intact else "dirty",
-        installed_record_sha256=digest, duration_ms=elapsed(),
-    )  # fmt: skip
+        kind="installed",
+        commit=None,
+        tree=None,
+        tree_state="clean" if intact else "dirty",
+        installed_record_sha256=digest,
+        duration_ms=elapsed(),
+    )

@@ -117,7 +117,13 @@ def _set_limits(limits: RunLimits) -> None:
         resource.setrlimit(which, (cap, top))
 
 
-def _preexec(limits: RunLimits, mark_fd: int | None) -> Callable[[], None]:
+RunAs = tuple[int, int]
+"""(uid, gid) to become in the child, after the namespace is made (that needs root)."""
+
+
+def _preexec(
+    limits: RunLimits, mark_fd: int | None, run_as: RunAs | None = None
+) -> Callable[[], None]:
     """The child's last steps before exec. Raising here aborts the exec."""
 
     def run() -> None:
@@ -131,6 +137,11 @@ def _preexec(limits: RunLimits, mark_fd: int | None) -> Callable[[], None]:
                 ns = ""
             os.write(mark_fd, ("ok:" + ns).encode()[:_MARK_BYTES])
         _set_limits(limits)
+        if run_as is not None:
+            uid, gid = run_as
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
 
     return run
 
@@ -244,15 +255,24 @@ def run_confined(
     limits: RunLimits,
     net_policy: NetPolicy,
     mechanism: Literal["auto", "unshare_syscall", "unshare_binary"] = "auto",
+    run_as: RunAs | None = None,
 ) -> RunReport:
-    """Run `argv` under `limits`; see the module docstring for the guarantees."""
+    """Run `argv` under `limits`; see the module docstring for the guarantees.
+
+    `run_as` drops to that user in the child; it needs the syscall mechanism (the
+    `unshare` binary would have to run as root after the drop), or none.
+    """
     start = time.monotonic()
     chosen: NetMechanism = "none"
     if net_policy != "disabled":
         chosen = available_mechanism() if mechanism == "auto" else mechanism
-    report = _attempt(argv, cwd=cwd, env=env, limits=limits, mechanism=chosen, start=start)
+    if run_as is not None and chosen == "unshare_binary":
+        raise ValueError("run_as needs the unshare syscall mechanism")
+    report = _attempt(argv, cwd=cwd, env=env, limits=limits, mechanism=chosen, start=start,
+                      run_as=run_as)  # fmt: skip
     if report is None and net_policy == "best_effort" and chosen != "none":
-        report = _attempt(argv, cwd=cwd, env=env, limits=limits, mechanism="none", start=start)
+        report = _attempt(argv, cwd=cwd, env=env, limits=limits, mechanism="none", start=start,
+                          run_as=run_as)  # fmt: skip
     if report is None:
         return RunReport(
             exit=None,
@@ -275,6 +295,7 @@ def _attempt(
     limits: RunLimits,
     mechanism: NetMechanism,
     start: float,
+    run_as: RunAs | None = None,
 ) -> RunReport | None:
     """One try with `mechanism`; None when isolation failed before the command ran.
 
@@ -305,7 +326,7 @@ def _attempt(
                 # setrlimit and unshare must run in the child before exec; subprocess
                 # offers no other hook. The preexec touches no locks: two syscalls,
                 # one readlink and one write (PLW1509's threads concern).
-                preexec_fn=_preexec(limits, preexec_mark),  # noqa: PLW1509
+                preexec_fn=_preexec(limits, preexec_mark, run_as),  # noqa: PLW1509
                 close_fds=True,
             )
         except subprocess.SubprocessError:

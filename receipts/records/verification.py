@@ -6,10 +6,19 @@ from typing import Literal
 
 from pydantic import Field
 
+from receipts.records.agent import NetIsolation
 from receipts.records.base import Record
 from receipts.types import Count, Millis, Sha256Hex
 
-VerificationCategory = Literal["ok", "timeout", "runner_error", "workspace_unreadable"]
+VerificationCategory = Literal[
+    "ok",
+    "timeout",
+    "runner_error",
+    "report_missing",
+    "report_inconsistent",
+    "workspace_unreadable",
+    "net_isolation_unavailable",
+]
 
 
 class VerificationRecord(Record):
@@ -26,4 +35,6 @@ class VerificationRecord(Record):
     """The agent modified a file the task declares as a fixture."""
     files_changed: Count
     final_diff_sha256: Sha256Hex
+    net_isolation: NetIsolation
+    """Whether the hidden tests ran without a network, as read back in their namespace."""
     duration_ms: Millis

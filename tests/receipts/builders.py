@@ -252,6 +252,7 @@ def accepted_model_trial() -> RecordSet:
             fixture_changed=False,
             files_changed=1,
             final_diff_sha256=D2,
+            net_isolation="applied",
             duration_ms=700,
         ),
         hoststate=hoststate(),

@@ -1,0 +1,81 @@
+"""Coding tasks: `profiles/tasks/<id>/` with task.toml, workspace/ and hidden_tests/.
+
+The agent sees only the workspace and the prompt; `hidden_tests/` reaches the
+verifier after the agent and the worker have stopped. The task's identity is the
+digest of the pin table of its whole directory (prompt, workspace, hidden tests and
+scripted policies alike), so a receipt names exactly the task that was run.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from receipts.pintable import build_pin_table
+
+TaskId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
+Argv = Annotated[
+    tuple[Annotated[str, StringConstraints(min_length=1, max_length=512)], ...],
+    Field(min_length=1, max_length=64),
+]
+RelativePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*$")]
+REPORT_PLACEHOLDER = "{report}"
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TestCommand(_Closed):
+    command: Argv
+    deadline_s: Annotated[int, Field(ge=1, le=3600)]
+
+
+class HiddenTests(TestCommand):
+    report: Literal["junit", "tap"]
+    """How the hidden test command reports results into the file named by `{report}`."""
+
+
+class Task(_Closed):
+    id: TaskId
+    language: Literal["python", "javascript"]
+    prompt: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
+    fixtures: tuple[RelativePath, ...]
+    """Workspace files the agent must not change (the visible tests)."""
+    tests: TestCommand
+    hidden: HiddenTests
+
+
+class TaskError(ValueError):
+    """A task directory that is missing or malformed; the message names what."""
+
+
+def load_task(task_dir: Path) -> Task:
+    try:
+        data = tomllib.loads((task_dir / "task.toml").read_text(encoding="utf-8"))
+        task = Task.model_validate(data)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TaskError(f"task {task_dir.name}: task.toml unreadable") from exc
+    except ValidationError as exc:
+        detail = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in detail["loc"])
+        raise TaskError(f"task {task_dir.name}: {where}: {detail['msg']}") from exc
+    if task.id != task_dir.name:
+        raise TaskError(f"task {task_dir.name}: id must equal the directory name")
+    if sum(REPORT_PLACEHOLDER in arg for arg in task.hidden.command) != 1:
+        raise TaskError(f"task {task_dir.name}: hidden.command must name {REPORT_PLACEHOLDER} once")
+    for part in ("workspace", "hidden_tests"):
+        if not (task_dir / part).is_dir():
+            raise TaskError(f"task {task_dir.name}: {part}/ is missing")
+    for fixture in task.fixtures:
+        if not (task_dir / "workspace" / fixture).is_file():
+            raise TaskError(f"task {task_dir.name}: fixture {fixture} is not in workspace/")
+    return task
+
+
+def task_digest(task_dir: Path) -> str:
+    """SHA-256 of the pin table of the whole task directory."""
+    return build_pin_table(task_dir).digest()

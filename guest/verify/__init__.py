@@ -1,0 +1,1 @@
+"""Independent verification: hidden tests on a fresh copy of the final workspace."""

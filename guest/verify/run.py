@@ -1,0 +1,155 @@
+"""Run a task's hidden tests against the agent's final workspace, independently.
+
+After the agent and the worker have stopped: copy the final workspace (regular files
+only) into a fresh directory, put the task's hidden tests beside it (replacing any
+`hidden_tests/` the agent made), run the hidden command as an unprivileged user in
+its own process group, with rlimits, a deadline and no network, and read the counts
+from the runner's report. The agent's own `run_tests` results play no part.
+
+Limits of what this proves: the agent's code runs inside the test process, so code
+written to cheat (exit early with success, rewrite the report) can; the cross-check
+of report and exit status, the fixed runner options (-I, --noconftest, the task's
+own ini file) and `fixture_changed` catch the common forms, not every form.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from guest.task import REPORT_PLACEHOLDER, Task
+from guest.tools.confine import RunAs, RunLimits, run_confined
+from guest.verify.reports import Counts, ReportUnreadable, read_counts
+from guest.verify.snapshot import copy_regular_tree, describe_change
+from receipts.records import VerificationRecord
+from receipts.records.verification import VerificationCategory
+
+NOBODY: RunAs = (65534, 65534)
+HIDDEN_DIR = "hidden_tests"
+
+
+def _chown_tree(root: Path, run_as: RunAs) -> None:
+    uid, gid = run_as
+    for directory, dirnames, filenames in os.walk(root):
+        os.chown(directory, uid, gid)
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(directory, name), uid, gid)
+
+
+def traversable_by(path: Path, run_as: RunAs) -> bool:
+    """Whether `run_as` can reach `path`: every ancestor searchable by it (root's
+    os.access would say yes to everything, so the mode bits are read instead)."""
+    uid, gid = run_as
+    for ancestor in [path, *path.parents]:
+        if not ancestor.exists():
+            continue  # to be created by us, with a mode we choose
+        info = ancestor.stat()
+        if info.st_uid == uid:
+            bit = 0o100
+        elif info.st_gid == gid:
+            bit = 0o010
+        else:
+            bit = 0o001
+        if not info.st_mode & bit:
+            return False
+    return True
+
+
+def _prepare(
+    task_dir: Path, final_workspace: Path, scratch: Path, run_as: RunAs
+) -> tuple[Path, Path]:
+    """The fresh copy with the hidden tests, and the report path (outside the copy)."""
+    scratch.mkdir(mode=0o755, parents=True, exist_ok=False)
+    if not traversable_by(scratch, run_as):
+        raise PermissionError("scratch is not reachable by the unprivileged user")
+    fresh = scratch / "workspace"
+    copy_regular_tree(final_workspace, fresh)
+    shutil.rmtree(fresh / HIDDEN_DIR, ignore_errors=True)
+    if (fresh / HIDDEN_DIR).exists() or (fresh / HIDDEN_DIR).is_symlink():
+        (fresh / HIDDEN_DIR).unlink()
+    copy_regular_tree(task_dir / HIDDEN_DIR, fresh / HIDDEN_DIR)
+    reports = scratch / "report"
+    reports.mkdir(mode=0o755)
+    _chown_tree(fresh, run_as)
+    _chown_tree(reports, run_as)
+    return fresh, reports / "report"
+
+
+def _judge(returncode: int | None, counts: Counts) -> VerificationCategory:
+    all_passed = counts.failed == 0 and counts.errored == 0 and counts.passed > 0
+    if (returncode == 0) != all_passed:
+        return "report_inconsistent"
+    return "ok"
+
+
+def verify(
+    task: Task,
+    task_dir: Path,
+    task_sha256: str,
+    final_workspace: Path,
+    scratch: Path,
+    *,
+    run_as: RunAs = NOBODY,
+) -> VerificationRecord:
+    started = time.monotonic()
+    change = describe_change(task_dir / "workspace", final_workspace, task.fixtures)
+    counts = Counts(passed=0, failed=0, errored=0, skipped=0)
+    try:
+        fresh, report = _prepare(task_dir, final_workspace, scratch, run_as)
+    except OSError:
+        category: VerificationCategory = "workspace_unreadable"
+        isolation = "not_applied"
+    else:
+        argv = [arg.replace(REPORT_PLACEHOLDER, str(report)) for arg in task.hidden.command]
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": str(fresh),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        limits = RunLimits(
+            wall_seconds=float(task.hidden.deadline_s), cpu_seconds=task.hidden.deadline_s
+        )
+        run = run_confined(
+            argv,
+            cwd=str(fresh),
+            env=env,
+            limits=limits,
+            net_policy="required",
+            mechanism="unshare_syscall",
+            run_as=run_as,
+        )
+        isolation = run.net_isolation
+        if run.exit is None:
+            category = "net_isolation_unavailable" if isolation != "applied" else "runner_error"
+        elif run.exit == "deadline":
+            category = "timeout"
+        else:
+            try:
+                counts = read_counts(report, task.hidden.report)
+            except ReportUnreadable:
+                category = "report_missing"
+            else:
+                category = _judge(run.returncode, counts)
+    passed = (
+        category == "ok"
+        and counts.failed == 0
+        and counts.errored == 0
+        and counts.passed > 0
+        and not change.fixture_changed
+    )
+    return VerificationRecord(
+        category=category,
+        result="passed" if passed else "failed",
+        task_sha256=task_sha256,
+        tests_passed=counts.passed,
+        tests_failed=counts.failed,
+        tests_errored=counts.errored,
+        fixture_changed=change.fixture_changed,
+        files_changed=change.files_changed,
+        final_diff_sha256=change.diff_sha256,
+        net_isolation=isolation,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )

@@ -1,0 +1,32 @@
+"""Helpers shared by agent and verification tests: task copies in a reachable scratch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from guest.task import Task, load_task
+
+TASKS = Path(__file__).parents[2] / "profiles" / "tasks"
+TASK_IDS = ("py-one-line-fix", "node-bug-fix", "py-two-file-change")
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A 0755 scratch outside pytest's 0700 tmp tree, so `nobody` can reach it."""
+    path = Path(tempfile.mkdtemp(prefix="harness-test-", dir="/var/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def task_copy(task_id: str, scratch: Path) -> tuple[Task, Path, Path]:
+    task_dir = TASKS / task_id
+    workspace = scratch / "workspace"
+    shutil.copytree(task_dir / "workspace", workspace)
+    return load_task(task_dir), task_dir, workspace
