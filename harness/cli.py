@@ -7,10 +7,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from harness.commands import audit, profiles, schema, trial
+from harness.commands import audit, dispatch, profiles, schema, trial
 from receipts.log import configure_logging
 
-COMMANDS = (trial, audit, profiles, schema)
+COMMANDS = (trial, audit, dispatch, profiles, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,71 @@
+"""`harness dispatch issue --profile NAME [--task ID] | list | show FILE`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.dispatch import (
+    DEFAULT_LEDGER,
+    DispatchRefused,
+    consumed_entries,
+    issue_ticket,
+    read_ticket,
+    write_ticket,
+)
+from harness.profiles import ProfileError, load_profile
+from harness.source import bind_source
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("dispatch", help="one-shot dispatch tickets for CI")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    issue = actions.add_parser("issue", help="issue a ticket for this clean checkout")
+    issue.add_argument("--profile", required=True)
+    issue.add_argument("--task", help="default: the profile's default task")
+    issue.add_argument("--out", type=Path, help="default: dispatch-<digest prefix>.json here")
+    listing = actions.add_parser("list", help="tickets consumed in the ledger")
+    listing.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER)
+    show = actions.add_parser("show", help="validate and print a ticket")
+    show.add_argument("ticket", type=Path)
+    parser.set_defaults(run=run)
+
+
+def _when(unix_ms: int) -> str:
+    return datetime.fromtimestamp(unix_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "issue":
+            profile = load_profile(args.profile)
+            task = args.task or profile.agent.default_task
+            ticket = issue_ticket(profile.name, task, bind_source(CHECKOUT, refuse_dirty=True))
+            out = args.out or Path(f"dispatch-{ticket.digest()[:16]}.json")
+            write_ticket(ticket, out)
+            print(out)
+        elif args.action == "show":
+            ticket = read_ticket(args.ticket)
+            print(f"sha256    {ticket.digest()}")
+            print(f"profile   {ticket.profile}")
+            print(f"task      {ticket.task}")
+            print(f"commit    {ticket.commit}")
+            print(f"tree      {ticket.tree}")
+            print(f"issued    {_when(ticket.issued_unix_ms)}")
+        else:
+            for digest, consumed in consumed_entries(args.ledger):
+                print(f"{digest}  {_when(consumed) if consumed >= 0 else 'unreadable'}")
+    except DispatchRefused as refusal:
+        print(f"harness dispatch: refused: {refusal.category}", file=sys.stderr)
+        return 1
+    except ProfileError as exc:
+        print(f"harness dispatch: {exc}", file=sys.stderr)
+        return 2
+    except FileExistsError:
+        print("harness dispatch: the output file exists; not overwritten", file=sys.stderr)
+        return 2
+    return 0
