@@ -16,16 +16,23 @@ from receipts.audit.context import AuditContext
 from receipts.audit.findings import AuditResult, Finding
 from receipts.audit.schemas import SCHEMA_RULES, check_schemas
 from receipts.manifest import receipt_id
-from receipts.recordset import MANIFEST_NAME
+from receipts.recordset import MANIFEST_NAME, RecordSet
 from receipts.verdict import derive_verdict
 
-__all__ = ["ALL_RULES", "AuditResult", "Finding", "audit_bytes", "audit_file"]
+__all__ = ["ALL_RULES", "AuditResult", "Finding", "audit_and_read", "audit_bytes", "audit_file"]
 
 ALL_RULES: tuple[str, ...] = (*CONTAINER_RULES, *SCHEMA_RULES, *(name for name, _rule in RULES))
 """Every rule the audit applies, in the order it applies them."""
 
 
 def audit_bytes(data: bytes, disabled: frozenset[str] = frozenset()) -> AuditResult:
+    return audit_and_read(data, disabled)[0]
+
+
+def audit_and_read(
+    data: bytes, disabled: frozenset[str] = frozenset()
+) -> tuple[AuditResult, RecordSet | None]:
+    """The audit result and, when the receipt is valid, its records (for reports)."""
     ctx = AuditContext(data=data, disabled=disabled)
     entries = check_container(ctx)
     records = None
@@ -36,7 +43,7 @@ def audit_bytes(data: bytes, disabled: frozenset[str] = frozenset()) -> AuditRes
     trial = records.trial if records is not None else None
     derivable = records is not None and not ctx.findings
     manifest = entries.get(MANIFEST_NAME) if entries is not None else None
-    return AuditResult(
+    result = AuditResult(
         valid=not ctx.findings,
         zip_sha256=hashlib.sha256(data).hexdigest(),
         receipt_id=receipt_id(manifest) if manifest is not None and not ctx.findings else None,
@@ -48,6 +55,7 @@ def audit_bytes(data: bytes, disabled: frozenset[str] = frozenset()) -> AuditRes
         findings=tuple(ctx.findings),
         findings_truncated=ctx.truncated,
     )
+    return result, records if result.valid else None
 
 
 def audit_file(path: Path) -> AuditResult:

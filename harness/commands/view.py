@@ -1,0 +1,31 @@
+"""`harness view RECEIPT.zip [-o report.html]`: a static page of the receipt."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.report.page import render
+from receipts.audit import audit_and_read
+from receipts.audit.container import MAX_ZIP_BYTES
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("view", help="render a receipt as a static HTML page")
+    parser.add_argument("receipt", type=Path, metavar="RECEIPT.zip")
+    parser.add_argument("-o", "--output", type=Path, default=Path("report.html"))
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with args.receipt.open("rb") as handle:
+            data = handle.read(MAX_ZIP_BYTES + 1)
+    except OSError as exc:
+        print(f"harness view: cannot read the receipt ({type(exc).__name__})", file=sys.stderr)
+        return 2
+    result, records = audit_and_read(data)
+    args.output.write_text(render(result, records), encoding="utf-8")
+    print(args.output)
+    return 0 if result.valid else 1

@@ -1,0 +1,1 @@
+"""`harness view`: a static HTML page of a receipt, readable offline."""

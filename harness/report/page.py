@@ -1,0 +1,232 @@
+"""Render a valid receipt's records as one static HTML page.
+
+Every value on the page comes from a closed record (categories, counts, digests), and
+every value is HTML-escaped anyway. The page has no script, no stylesheet link, no
+image source and no font load: it opens the same offline as online.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from html import escape
+
+from harness.report.svg import line_chart, timeline
+from receipts.audit import AuditResult
+from receipts.recordset import RecordSet
+from receipts.verdict import required_stages, stage_succeeded
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2rem;max-width:64rem;color:#222}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem}
+td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left;font-size:.9rem}
+th{background:#f3f3f3}.ok{color:#2f6f3a}.bad{color:#a32d2d;font-weight:600}
+code{font-size:.85rem}h2{margin-top:2rem}
+"""
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _verdict_class(verdict: str | None) -> str:
+    return "ok" if verdict == "accepted" else "bad"
+
+
+def render(result: AuditResult, records: RecordSet | None) -> str:
+    sections = [
+        f"<h1>Trial receipt</h1><p>Verdict: <span class='{_verdict_class(result.derived_verdict)}'>"
+        f"{escape(result.derived_verdict or 'not derived: the receipt is invalid')}</span>"
+        f" &middot; audit: {'valid' if result.valid else 'INVALID'}</p>",
+        _table(
+            ["field", "value"],
+            [
+                ("receipt id", result.receipt_id or "-"),
+                ("zip sha256", result.zip_sha256),
+                ("policy", result.policy or "-"),
+                ("worker placement", result.placement or "-"),
+                ("worker channel", result.channel or "-"),
+            ],
+        ),
+    ]
+    if result.findings:
+        sections.append("<h2>Audit findings</h2>")
+        sections.append(
+            _table(
+                ["phase", "rule", "category", "entry"],
+                ((f.phase, f.rule, f.category, f.entry or f.entry_index) for f in result.findings),
+            )
+        )
+    if records is None or records.trial is None:
+        return _page(sections)
+    trial = records.trial
+    sections.append(
+        _table(
+            ["trial", "value"],
+            [
+                ("profile", trial.profile),
+                ("task", trial.task),
+                ("backend", trial.backend),
+                ("accelerator requested", trial.accel_requested),
+                ("dispatched", trial.dispatched),
+                ("failed stage", trial.failed_stage or "-"),
+            ],
+        )
+    )
+    stages = []
+    for stage in required_stages(trial):
+        record = records.stage_record(stage)
+        if record is not None:
+            duration = getattr(record, "duration_ms", None)
+            if duration is None:  # model and image records time their parts
+                duration = sum(
+                    getattr(record, name, 0)
+                    for name in ("verify_source_ms", "convert_ms", "verify_gguf_ms", "build_ms")
+                )
+            stages.append((stage, int(duration), stage_succeeded(record)))
+    sections.append("<h2>Stage timeline</h2>" + timeline(stages))
+    sections.append(
+        _table(
+            ["stage", "category"],
+            (
+                (stage, getattr(records.stage_record(stage), "category", "missing"))
+                for stage in required_stages(trial)
+            ),
+        )
+    )
+    sections.append("<h2>Memory headroom</h2>")
+    if records.memory is not None:
+        points = [(s.at_ms, s.headroom_bytes) for s in records.memory.samples]
+        sections.append(line_chart(points, "ms since start", "headroom bytes"))
+    else:
+        sections.append("<p>No memory samples in this receipt.</p>")
+    if records.worker_requests:
+        sections.append(
+            _table(
+                ["request", "admission", "scope", "outcome", "prompt", "completion", "ttft ms"],
+                (
+                    (
+                        r.index,
+                        r.admission,
+                        r.deciding_scope or "-",
+                        r.outcome,
+                        r.prompt_tokens,
+                        r.completion_tokens,
+                        r.time_to_first_token_ms if r.time_to_first_token_ms is not None else "-",
+                    )
+                    for r in records.worker_requests
+                ),
+            )
+        )
+    sections.append("<h2>Tool calls</h2>")
+    sections.append(
+        _table(
+            ["#", "turn", "tool", "decision", "decided by", "outcome", "bytes", "truncated"],
+            (
+                (
+                    c.index,
+                    c.turn,
+                    c.tool,
+                    c.decision,
+                    c.decided_by,
+                    c.outcome,
+                    c.output_bytes,
+                    c.truncated,
+                )
+                for c in records.tool_calls
+            ),
+        )
+    )
+    if records.verification is not None:
+        v = records.verification
+        sections.append("<h2>Verification</h2>")
+        sections.append(
+            _table(
+                [
+                    "result",
+                    "category",
+                    "passed",
+                    "failed",
+                    "errored",
+                    "fixture changed",
+                    "files changed",
+                    "network",
+                ],
+                [
+                    (
+                        v.result,
+                        v.category,
+                        v.tests_passed,
+                        v.tests_failed,
+                        v.tests_errored,
+                        v.fixture_changed,
+                        v.files_changed,
+                        v.net_isolation,
+                    )
+                ],
+            )
+        )
+    sections.append("<h2>Cleanup</h2>")
+    sections.append(
+        _table(
+            ["#", "resource", "status", "evidence", "released by", "ms"],
+            (
+                (c.index, c.resource, c.status, c.evidence, c.released_by, c.duration_ms)
+                for c in records.cleanup
+            ),
+        )
+    )
+    if records.hoststate is not None:
+        h = records.hoststate
+        facets = {
+            "routes": h.routes,
+            "resolver": h.resolver,
+            "listening sockets": h.listening_sockets,
+            "cgroups": h.cgroups,
+            "firewall": h.firewall,
+        }
+        sections.append("<h2>Host state</h2>")
+        sections.append(
+            _table(
+                ["facet", "result", "raw bytes", "before", "after"],
+                (
+                    (
+                        name,
+                        f.result,
+                        f.raw_bytes,
+                        (f.before_sha256 or "-")[:16],
+                        (f.after_sha256 or "-")[:16],
+                    )
+                    for name, f in facets.items()
+                ),
+            )
+        )
+    sections.append("<h2>Digests</h2>")
+    digests = [("task", records.verification.task_sha256 if records.verification else "-")]
+    if records.model is not None:
+        digests.append(("model GGUF", records.model.gguf_sha256 or "-"))
+    if records.image is not None:
+        digests.append(("guest image key", records.image.image_key or "-"))
+    if records.source is not None:
+        digests.append(("source commit", records.source.commit or "-"))
+        digests.append(
+            ("source tree", f"{records.source.tree or '-'} ({records.source.tree_state})")
+        )
+    if records.gate is not None:
+        digests.append(("guest runtime pins", records.gate.pin_table_sha256))
+    sections.append(_table(["what", "digest"], digests))
+    return _page(sections)
+
+
+def _page(sections: Sequence[str]) -> str:
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
+        "style-src 'unsafe-inline'\">"
+        f"<title>harness receipt</title><style>{STYLE}</style></head><body>"
+        + "\n".join(sections)
+        + "</body></html>\n"
+    )

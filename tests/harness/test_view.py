@@ -1,0 +1,83 @@
+"""`harness view`: a static page, no network resources, every section present."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+from harness.report.page import render
+from receipts.audit import audit_and_read
+from receipts.bundle import bundle_bytes
+from receipts.records import HeadroomSample, MemoryRecord
+from tests.receipts import tamper
+from tests.receipts.builders import accepted_model_trial
+
+
+class _Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs.extend(attrs)
+
+
+def _page(data: bytes) -> tuple[str, _Collect]:
+    html = render(*audit_and_read(data))
+    parser = _Collect()
+    parser.feed(html)
+    return html, parser
+
+
+def test_page_has_every_section_and_no_external_resource() -> None:
+    samples = tuple(
+        HeadroomSample(at_ms=i * 50, headroom_bytes=(1 << 30) - i, deciding_scope="self")
+        for i in range(10)
+    )
+    records = dataclasses.replace(
+        accepted_model_trial(), memory=MemoryRecord(interval_ms=50, samples=samples)
+    )
+    html, parsed = _page(bundle_bytes(records))
+    for heading in (
+        "Stage timeline",
+        "Memory headroom",
+        "Tool calls",
+        "Verification",
+        "Cleanup",
+        "Host state",
+        "Digests",
+    ):
+        assert f"<h2>{heading}</h2>" in html
+    assert "accepted" in html and "guestfwd_unix" in html
+    assert "polyline" in html and parsed.tags.count("svg") == 2
+    assert not {"script", "link", "img", "iframe", "object"} & set(parsed.tags)
+    assert not any(name in {"src", "href"} for name, _value in parsed.attrs)
+    assert not re.search(r"https?://", html)
+    assert "default-src 'none'" in html
+
+
+def test_invalid_receipt_shows_its_findings_and_no_verdict() -> None:
+    data = bundle_bytes(accepted_model_trial())
+    html, _ = _page(tamper.flip_byte(data, tamper.payload_offset(data, "vm.json") + 3))
+    assert "INVALID" in html and "crc_mismatch" in html
+    assert "<h2>Tool calls</h2>" not in html
+
+
+def test_view_command_writes_the_page(tmp_path: Path) -> None:
+    receipt = tmp_path / "r.zip"
+    receipt.write_bytes(bundle_bytes(accepted_model_trial()))
+    out = tmp_path / "report.html"
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "view", str(receipt), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert out.read_text().startswith("<!doctype html>")
