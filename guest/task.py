@@ -53,7 +53,10 @@ class TaskError(ValueError):
     """A task directory that is missing or malformed; the message names what."""
 
 
-def load_task(task_dir: Path) -> Task:
+def load_task(task_dir: Path, *, full: bool = True) -> Task:
+    """Load and check a task directory. The agent's copy in the guest is task.toml alone
+    (its workspace lives elsewhere; hidden_tests/ arrives only for verification): load
+    that one with full=False."""
     try:
         data = tomllib.loads((task_dir / "task.toml").read_text(encoding="utf-8"))
         task = Task.model_validate(data)
@@ -67,6 +70,8 @@ def load_task(task_dir: Path) -> Task:
         raise TaskError(f"task {task_dir.name}: id must equal the directory name")
     if sum(REPORT_PLACEHOLDER in arg for arg in task.hidden.command) != 1:
         raise TaskError(f"task {task_dir.name}: hidden.command must name {REPORT_PLACEHOLDER} once")
+    if not full:
+        return task
     for part in ("workspace", "hidden_tests"):
         if not (task_dir / part).is_dir():
             raise TaskError(f"task {task_dir.name}: {part}/ is missing")
