@@ -1,0 +1,177 @@
+"""`harness doctor`: are this host's prerequisites there? Closed answers, one fix each.
+
+Each check answers `ok`, `missing` (looked, not there), `insufficient` (there, too
+little), or `unread` (the instrument failed: STANDARDS.md §2 — never reported as
+missing). Fixes are fixed texts per check, never command output.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from host.cgroups.detect import detect
+from host.cgroups.errors import CgroupError
+
+CheckState = Literal["ok", "missing", "insufficient", "unread"]
+CheckName = Literal[
+    "qemu",
+    "kvm_device",
+    "cgroups",
+    "cgroups_writable",
+    "image_tools",
+    "test_runners",
+    "firewall_tool",
+    "libvirt",
+    "disk",
+    "memory",
+    "llama_cpp",
+]
+MIN_DISK_BYTES = 10 << 30
+MIN_MEMORY_BYTES = 4 << 30
+APT = "apt-get install -y --no-install-recommends"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: CheckName
+    state: CheckState
+    required: bool
+    fix: str
+
+
+def _tools(*names: str) -> CheckState:
+    return "ok" if all(shutil.which(name) for name in names) else "missing"
+
+
+def _kvm() -> CheckState:
+    try:
+        os.stat("/dev/kvm")
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "unread"
+    return "ok"
+
+
+def _cgroups() -> CheckState:
+    try:
+        detect()
+    except CgroupError as exc:
+        return "missing" if exc.category == "no_memory_controller" else "unread"
+    except OSError:
+        return "unread"
+    return "ok"
+
+
+def _cgroups_writable() -> CheckState:
+    name = f"doctor-{os.getpid()}"
+    try:
+        hierarchy = detect()
+        group = hierarchy.create(name)
+        group.remove()
+    except (CgroupError, OSError):
+        return "unread"
+    return "ok"
+
+
+def _test_runners() -> CheckState:
+    try:
+        python = subprocess.run(
+            ["/usr/bin/python3", "-c", "import pytest"],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        node = subprocess.run(
+            ["node", "--version"], capture_output=True, timeout=30, check=False, text=True
+        )
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unread"
+    if python.returncode != 0 or node.returncode != 0:
+        return "missing"
+    major = node.stdout.strip().lstrip("v").split(".")[0]
+    return "ok" if major.isdigit() and int(major) >= 18 else "insufficient"
+
+
+def _disk(path: Path) -> CheckState:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return "unread"
+    return "ok" if free >= MIN_DISK_BYTES else "insufficient"
+
+
+def _memory() -> CheckState:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                return "ok" if available >= MIN_MEMORY_BYTES else "insufficient"
+    except (OSError, ValueError):
+        return "unread"
+    return "unread"
+
+
+def _llama_cpp() -> CheckState:
+    try:
+        spec = importlib.util.find_spec("llama_cpp")
+    except (ImportError, ValueError):
+        return "unread"
+    return "ok" if spec is not None else "missing"
+
+
+def run_checks(cache_dir: Path) -> list[Check]:
+    table: list[tuple[CheckName, Callable[[], CheckState], bool, str]] = [
+        (
+            "qemu",
+            lambda: _tools("qemu-system-x86_64", "qemu-img"),
+            True,
+            f"{APT} qemu-system-x86 qemu-utils",
+        ),
+        (
+            "kvm_device",
+            _kvm,
+            False,
+            "optional: without a usable /dev/kvm trials run under TCG (slower)",
+        ),
+        ("cgroups", _cgroups, True, "mount a cgroup memory controller (v1 or v2)"),
+        (
+            "cgroups_writable",
+            _cgroups_writable,
+            True,
+            "run as root, or delegate a writable cgroup subtree to this user",
+        ),
+        (
+            "image_tools",
+            lambda: _tools("mmdebstrap", "mkfs.ext4", "busybox", "socat"),
+            True,
+            f"{APT} mmdebstrap e2fsprogs busybox-static socat",
+        ),
+        ("test_runners", _test_runners, True, f"{APT} python3-pytest nodejs"),
+        (
+            "firewall_tool",
+            lambda: "ok" if shutil.which("nft") or shutil.which("iptables-save") else "missing",
+            True,
+            f"{APT} nftables  (host-state snapshots read the ruleset)",
+        ),
+        (
+            "libvirt",
+            lambda: _tools("libvirtd", "virsh"),
+            False,
+            f"optional, for --backend libvirt: {APT} libvirt-daemon-system libvirt-dev",
+        ),
+        ("disk", lambda: _disk(cache_dir), True, "free at least 10 GiB under ~/.cache/harness"),
+        ("memory", _memory, True, "at least 4 GiB of MemAvailable"),
+        ("llama_cpp", _llama_cpp, True, "make setup (builds the pinned llama-cpp-python wheel)"),
+    ]
+    return [Check(name, probe(), required, fix) for name, probe, required, fix in table]
