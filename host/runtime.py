@@ -1,0 +1,162 @@
+"""The guest runtime: our guest code and its pinned wheels, as one verified directory.
+
+The guest has no pip and imports only what the runtime gate verified: this builds, on
+the host, `runtime/` = `guest/` + `receipts/` sources + the pinned wheels unpacked
+(never byte-compiled: a `__pycache__` would be refused by the gate), and `pins.json`,
+its pin table. It is content-keyed (STANDARDS.md §6) over the wheel digests and the
+source pin table, staged and renamed (§5), and delivered on a read-only disk.
+
+Wheel versions are the ones installed in the host's environment, which the test
+suite exercised; a wheel's bytes are pinned by the SHA-256 recorded in the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Literal
+
+from receipts.canonical import canonical
+from receipts.pintable import build_pin_table, pin_table_bytes
+from receipts.staging import staged_directory
+
+BUILDER_VERSION = "1"
+RUNTIME_SOURCES = ("guest", "receipts")
+AGENT_DISTRIBUTIONS = (
+    "pydantic",
+    "pydantic_core",
+    "typing_extensions",
+    "annotated_types",
+    "typing_inspection",
+    "httpx",
+    "httpcore",
+    "h11",
+    "anyio",
+    "sniffio",
+    "idna",
+    "certifi",
+)
+DEFAULT_CACHE = Path.home() / ".cache" / "harness" / "runtimes"
+Provenance = Literal["built_by_this_run", "adopted_from_cache"]
+
+
+class RuntimeBuildError(RuntimeError):
+    """A wheel could not be fetched or unpacked; the message names which step."""
+
+
+@dataclass(frozen=True)
+class GuestRuntime:
+    key: str
+    root: Path
+    """The directory the gate verifies and puts first on sys.path."""
+    pins: Path
+    pins_sha256: str
+    provenance: Provenance
+
+
+def _sources_table(repo: Path) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp) / "src"
+        _copy_sources(repo, staged)
+        return build_pin_table(staged).digest()
+
+
+def _copy_sources(repo: Path, target: Path) -> None:
+    for package in RUNTIME_SOURCES:
+        shutil.copytree(
+            repo / package, target / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+
+
+def _download(requirements: list[str], into: Path) -> list[Path]:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(into),
+        *requirements,
+    ]
+    if subprocess.run(command, capture_output=True, check=False).returncode != 0:
+        raise RuntimeBuildError("pip download failed")
+    return sorted(into.glob("*.whl"))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _unpack(wheel: Path, site: Path) -> None:
+    """Unpack a wheel as an installer would lay out purelib/platlib (no scripts, no
+    byte-compiling); refuse members that would land outside the site directory."""
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.infolist():
+            name = member.filename
+            parts = name.split("/")
+            if name.startswith("/") or ".." in parts or member.is_dir():
+                if member.is_dir():
+                    continue
+                raise RuntimeBuildError("unsafe wheel member")
+            if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib", "platlib"):
+                parts = parts[2:]
+            elif parts[0].endswith(".data"):
+                continue  # scripts, headers, data: nothing the guest imports
+            target = site.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(archive.read(member))
+
+
+def requirements(distributions: tuple[str, ...]) -> list[str]:
+    return [f"{name}=={version(name)}" for name in distributions]
+
+
+def build_runtime(
+    repo: Path,
+    distributions: tuple[str, ...] = AGENT_DISTRIBUTIONS,
+    extra_wheels: tuple[Path, ...] = (),
+    cache: Path = DEFAULT_CACHE,
+) -> GuestRuntime:
+    """Build (or adopt by content key) the guest runtime for these distributions."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = _download(requirements(distributions), Path(tmp)) + list(extra_wheels)
+        declared = {
+            "builder": BUILDER_VERSION,
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+            "sources": _sources_table(repo),
+            "wheels": [{"name": w.name, "sha256": _sha256(w)} for w in sorted(wheels)],
+        }
+        key = hashlib.sha256(canonical(declared)).hexdigest()
+        entry = cache / key
+        if (entry / "pins.json").is_file():
+            return _adopt(key, entry)
+        cache.mkdir(parents=True, exist_ok=True)
+        with staged_directory(entry) as staging:
+            root = staging / "runtime"
+            _copy_sources(repo, root)
+            for wheel in wheels:
+                _unpack(wheel, root)
+            (staging / "pins.json").write_bytes(pin_table_bytes(build_pin_table(root)))
+    runtime = _adopt(key, entry)
+    return GuestRuntime(
+        runtime.key, runtime.root, runtime.pins, runtime.pins_sha256, "built_by_this_run"
+    )
+
+
+def _adopt(key: str, entry: Path) -> GuestRuntime:
+    """Use a cached runtime only if its tree still matches its pin table."""
+    pins = entry / "pins.json"
+    table = build_pin_table(entry / "runtime")
+    if pin_table_bytes(table) != pins.read_bytes():
+        raise RuntimeBuildError("cached runtime does not match its pin table")
+    return GuestRuntime(key, entry / "runtime", pins, table.digest(), "adopted_from_cache")
