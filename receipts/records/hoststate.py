@@ -16,13 +16,14 @@ class FacetComparison(Part):
     """One facet: digests of its normalized canonical form before and after, and the result.
 
     `raw_bytes` reports separately whether the un-normalized bytes differed, so a
-    normalization that hides a real change can be seen.
+    normalization that hides a real change can be seen; `not_compared` for facets
+    whose raw bytes are not kept apart (their digest is over parsed rows).
     """
 
     before_sha256: Sha256Hex | None
     after_sha256: Sha256Hex | None
     result: Comparison
-    raw_bytes: Literal["same", "differ", "unread"]
+    raw_bytes: Literal["same", "differ", "unread", "not_compared"]
 
 
 class HostStateRecord(Record):

@@ -1,0 +1,1 @@
+"""The trial pipeline: stages, owned resources, and the receipt they leave."""
