@@ -72,10 +72,11 @@ def derive_verdict(records: RecordSet) -> Verdict:
         return "failed_host_state"
     if results != {"unchanged"}:
         return "evidence_incomplete"
-    oom_kills = (records.vm.oom_kills if records.vm else 0) + (
-        records.worker.oom_kills if records.worker else 0
-    )
-    if oom_kills:
+    vm_oom = records.vm.oom_kills if records.vm else 0
+    worker_oom = records.worker.oom_kills if records.worker else 0
+    if vm_oom or worker_oom:
         return "failed_oom"
+    if vm_oom is None:
+        return "evidence_incomplete"
     assert records.verification is not None  # a required stage, checked above
     return "accepted" if records.verification.result == "passed" else "task_incomplete"

@@ -191,7 +191,7 @@ def _verification_counts(ctx: AuditContext, _trial: TrialRecord, records: Record
 
 def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
     vm, worker = records.vm, records.worker
-    if vm is not None and (vm.category == "oom_killed") and vm.oom_kills == 0:
+    if vm is not None and (vm.category == "oom_killed") and not vm.oom_kills:
         ctx.add("consistency", "oom", "oom_inconsistent", "vm.json")
     if worker is not None and (worker.category == "oom_killed") and worker.oom_kills == 0:
         ctx.add("consistency", "oom", "oom_inconsistent", "worker.json")

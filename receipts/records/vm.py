@@ -30,8 +30,9 @@ class VmRecord(Record):
     schema_: Literal["harness.receipt.vm/1"] = Field("harness.receipt.vm/1", alias="schema")
     category: VmCategory
     backend: Literal["qemu", "libvirt"]
-    accelerator: Literal["kvm", "tcg"]
-    accelerator_reason: AcceleratorReason
+    accelerator: Literal["kvm", "tcg"] | None
+    """None when the stage failed before the probe chose one."""
+    accelerator_reason: AcceleratorReason | None
     guest_memory_bytes: ByteCount
     vcpus: Count
     memory_limit_bytes: ByteCount | None
@@ -41,7 +42,8 @@ class VmRecord(Record):
     cpu_quota_millicores: Count | None
     pids_limit: Count | None
     peak_memory_bytes: ByteCount | None
-    oom_kills: Count
+    oom_kills: Count | None
+    """OOM kills in the VM's cgroup; None when it could not be read (never guessed as 0)."""
     host_key_sha256: Sha256Hex | None
     """SHA-256 of the pinned ephemeral host public key."""
     boot_to_ssh_ms: Millis | None

@@ -5,7 +5,7 @@ No text of prompts or outputs appears here: only decisions, counts and timings.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -41,8 +41,37 @@ RequestOutcome = Literal[
     "cancelled_memory_pressure",
     "refused_headroom",
     "refused_queue_full",
+    "rejected_invalid_request",
     "error",
 ]
+
+WorkerErrorCode = Literal[
+    "body_too_large",
+    "content_length_required",
+    "invalid_content_length",
+    "invalid_http_request",
+    "invalid_json",
+    "duplicate_key",
+    "non_finite_number",
+    "invalid_request",
+    "unsupported_tool_schema",
+    "model_not_found",
+    "context_length_exceeded",
+    "queue_full",
+    "insufficient_memory_headroom",
+    "headroom_unread",
+    "memory_pressure",
+    "deadline_exceeded",
+    "client_disconnected",
+    "shutting_down",
+    "invalid_model_output",
+    "constraint_unavailable",
+    "internal_error",
+]
+"""The stable `error.code` of the worker's OpenAI-shaped error bodies."""
+
+Admission = Literal["admitted", "refused", "not_evaluated"]
+"""`not_evaluated`: the request was rejected (bad input, queue full) before admission ran."""
 
 
 class WorkerRecord(Record):
@@ -68,14 +97,19 @@ class WorkerRequestRecord(Record):
         "harness.receipt.worker_request/1", alias="schema"
     )
     index: Index
-    admission: Literal["admitted", "refused"]
+    admission: Admission
     headroom_bytes: ByteCount | None
     need_bytes: ByteCount
     floor_bytes: ByteCount
+    guard_bytes: ByteCount
     deciding_scope: DecidingScope | None
     outcome: RequestOutcome
+    error_code: WorkerErrorCode | None
+    http_status: Annotated[int, Field(ge=100, le=599)]
+    stream: bool
     constraint_backend: ConstraintBackend
     prompt_tokens: Count
+    cached_prompt_tokens: Count
     completion_tokens: Count
     time_to_first_token_ms: Millis | None
     decode_ms: Millis

@@ -104,6 +104,13 @@ def test_any_oom_kill_fails_the_trial(where: str) -> None:
     assert derive_verdict(records) == "failed_oom"
 
 
+def test_unread_oom_count_is_never_accepted() -> None:
+    records = _base()
+    assert records.vm is not None
+    records = dataclasses.replace(records, vm=replace(records.vm, oom_kills=None))
+    assert derive_verdict(records) == "evidence_incomplete"
+
+
 def test_scripted_trials_do_not_need_model_or_worker() -> None:
     records = accepted_scripted_trial()
     assert records.model is None and records.worker is None

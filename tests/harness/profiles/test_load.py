@@ -50,7 +50,7 @@ def _load_variant(tmp_path: Path, data: dict[str, Any]) -> None:
     load_profile("qwen4b", tmp_path)
 
 
-@pytest.mark.parametrize("name", ["qwen4b", "smollm2"])
+@pytest.mark.parametrize("name", ["qwen4b", "smollm2", "tiny"])
 def test_shipped_profiles_load(name: str) -> None:
     assert load_profile(name).name == name
 
@@ -187,3 +187,18 @@ def test_sizes() -> None:
 def test_profile_names_cannot_reach_outside_the_directory() -> None:
     with pytest.raises(ProfileError, match="not found"):
         load_profile("../profiles/qwen4b")
+
+
+def test_tiny_pins_equal_what_synth_writes(tmp_path: Path) -> None:
+    """The tiny profile pins the bytes `harness model synth tiny` writes on any machine."""
+    import hashlib
+
+    from host.model.synth import synthesize_tiny
+
+    synthesize_tiny(tmp_path)
+    pins = load_profile("tiny").model.pins
+    written = {
+        p.name: (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in tmp_path.iterdir()
+    }
+    assert written == {pin.path: (pin.size, pin.sha256) for pin in pins}

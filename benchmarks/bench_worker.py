@@ -1,0 +1,228 @@
+"""Worker decode speed vs a bare llama_cpp loop, and the per-token constraint cost.
+
+Run: `.venv/bin/python benchmarks/bench_worker.py [--sdist PATH] [--tokens N]`
+
+1. Tiny model (synthesized, 1,024-token vocabulary): decode tokens/s of the worker's
+   engine (sampling, bans, watchdog, abort callback; unconstrained text) against a bare
+   `llama_cpp.Llama` loop (decode + argmax) on the same GGUF, prompt and token count.
+2. A random-weight model around Qwen's real 151,936-token vocabulary (taken from the
+   vocab-only `ggml-vocab-qwen2.gguf` in the pinned llama-cpp-python sdist, fetched with
+   `pip download` and checked against the digest pinned in host/wheels.py): ms/token
+   with no constraint, llguidance and GBNF, time to first token, peak RSS. The
+   constrained runs use the same grammar's text alternative (tool_choice "none"), so
+   all three decode the same number of free-text tokens and the difference is the
+   constraint's own per-token cost.
+Greedy decoding, one thread, EOS banned so every run decodes the same count. Figures
+are medians of `--repeats` runs on whatever this machine is doing at the time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import gguf
+import llama_cpp
+import numpy as np
+
+from guest.worker.constraint import ConstraintFactory
+from guest.worker.engine import Engine, EngineConfig, Job
+from guest.worker.loader import LoadedModel, LoadOptions, load_model
+from guest.worker.schema_grammar import Limits
+from guest.worker.toolcall import schema_validator
+from guest.worker.toolgrammar import ToolSpec, build_tool_grammar
+from host.model.convert import convert
+from host.model.synth import CHAT_TEMPLATE, synthesize_tiny
+from host.wheels import LLAMA_SDIST_SHA256
+
+VOCAB_MEMBER = "llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen2.gguf"
+PROMPT = [{"role": "user", "content": "Fix the failing test in src/app.py, then finish."}]
+TOOL = {
+    "type": "object",
+    "properties": {"filePath": {"type": "string", "maxLength": 64},
+                   "content": {"type": "string", "maxLength": 4096}},
+    "required": ["filePath", "content"],
+}  # fmt: skip
+
+
+def engine_for(model: LoadedModel, backend: str) -> Engine:
+    factory = ConstraintFactory(model.vocab, model.n_vocab, backend)  # type: ignore[arg-type]
+    if backend == "llguidance":
+        factory.tokenizer()
+    return Engine(model, EngineConfig(0, 0, 4096), factory)
+
+
+def run_engine(engine: Engine, tokens: int, constrained: bool) -> tuple[float, float]:
+    """(ms per decoded token, time to first token ms) for one request."""
+    grammars = None
+    validators = {}
+    if constrained:
+        spec = [ToolSpec("write", TOOL)]
+        grammars = (
+            build_tool_grammar(spec, "none", Limits(), special_tags=engine.vocab.special_tags),
+            build_tool_grammar(spec, "none", Limits(), special_tags=False),
+        )
+        validators = {"write": schema_validator(TOOL)}
+    now = time.monotonic()
+    job = Job(
+        messages=PROMPT, tools=None, grammars=grammars, validators=validators,
+        max_tokens=tokens, temperature=0.0, top_p=1.0, seed=0,
+        logit_bias={engine.vocab.eos: -100.0}, deadline=now + 600, received=now,
+    )  # fmt: skip
+    engine._clear_cache()  # same work every repeat: no prompt reuse
+    result = engine.run(job)
+    assert result.completion_tokens > 1, result
+    per_token = result.decode_ms / (result.completion_tokens - 1)
+    return per_token, float(result.time_to_first_token_ms or 0)
+
+
+def bare_loop(model: LoadedModel, prompt_tokens: list[int], tokens: int) -> float:
+    """ms per token of a plain decode + argmax loop on the same context."""
+    llm = model.llm
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm._ctx.ctx), True)
+    llm.n_tokens = 0
+    llm.eval(prompt_tokens)
+    eos = model.llm.token_eos()
+    start = time.perf_counter()
+    for _ in range(tokens - 1):
+        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        logits = np.ctypeslib.as_array(ptr, shape=(model.n_vocab,)).copy()
+        logits[eos] = -np.inf
+        llm.eval([int(np.argmax(logits))])
+    return (time.perf_counter() - start) * 1000 / (tokens - 1)
+
+
+def tiny_model(work: Path) -> tuple[Path, str]:
+    synthesize_tiny(work / "tiny-src")
+    result = convert(work / "tiny-src", work / "tiny", "f32")
+    return result.path, result.sha256
+
+
+def fetch_vocab(work: Path, sdist: Path | None) -> Path:
+    if sdist is None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+             "-d", str(work), "llama-cpp-python==0.3.36"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        sdist = work / "llama_cpp_python-0.3.36.tar.gz"
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    if digest != LLAMA_SDIST_SHA256:
+        raise SystemExit("sdist digest does not match the pin in host/wheels.py")
+    with tarfile.open(sdist) as tar:
+        member = tar.extractfile(VOCAB_MEMBER)
+        assert member is not None
+        out = work / "ggml-vocab-qwen2.gguf"
+        out.write_bytes(member.read())
+    return out
+
+
+def big_vocab_model(vocab_gguf: Path, out: Path) -> tuple[Path, str]:
+    """A 2-layer random Qwen3 (hidden 64) carrying the real Qwen2 vocabulary."""
+    reader = gguf.GGUFReader(vocab_gguf)
+    writer = gguf.GGUFWriter(out, "qwen3")
+    n_vocab = 0
+    for field in reader.fields.values():
+        if not field.name.startswith("tokenizer.") or field.name == "tokenizer.chat_template":
+            continue
+        value = field.contents()
+        if field.name == "tokenizer.ggml.tokens":
+            n_vocab = len(value)
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, value, vtype, sub_type=sub)
+    hidden, layers, heads, kv, head_dim, ff = 64, 2, 4, 2, 32, 128
+    writer.add_block_count(layers)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(ff)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_freq_base(1e6)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_chat_template(CHAT_TEMPLATE)
+    rng = np.random.default_rng(0)
+
+    def tensor(name: str, *shape: int, scale: float = 1.0) -> None:
+        data = (rng.standard_normal(shape) * scale).astype(np.float32)
+        writer.add_tensor(name, data)
+
+    tensor("token_embd.weight", n_vocab, hidden)
+    tensor("output_norm.weight", hidden, scale=0.0)
+    for i in range(layers):
+        p = f"blk.{i}."
+        for norm in ("attn_norm", "ffn_norm"):
+            writer.add_tensor(p + norm + ".weight", np.ones(hidden, dtype=np.float32))
+        for norm in ("attn_q_norm", "attn_k_norm"):
+            writer.add_tensor(p + norm + ".weight", np.ones(head_dim, dtype=np.float32))
+        tensor(p + "attn_q.weight", heads * head_dim, hidden, scale=hidden**-0.5)
+        tensor(p + "attn_k.weight", kv * head_dim, hidden, scale=hidden**-0.5)
+        tensor(p + "attn_v.weight", kv * head_dim, hidden, scale=hidden**-0.5)
+        tensor(p + "attn_output.weight", hidden, heads * head_dim, scale=0.1)
+        tensor(p + "ffn_gate.weight", ff, hidden, scale=hidden**-0.5)
+        tensor(p + "ffn_up.weight", ff, hidden, scale=hidden**-0.5)
+        tensor(p + "ffn_down.weight", hidden, ff, scale=ff**-0.5)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out, hashlib.sha256(out.read_bytes()).hexdigest()
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sdist", type=Path, help="a local llama-cpp-python 0.3.36 sdist")
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp:
+        work = Path(tmp)
+        path, sha = tiny_model(work)
+        model = load_model(path, sha, LoadOptions(4096, 1))
+        engine = engine_for(model, "llguidance")
+        prompt = engine.tokenize(engine.renderer.render(PROMPT, None))
+        worker = [run_engine(engine, args.tokens, False)[0] for _ in range(args.repeats)]
+        bare = [bare_loop(model, prompt, args.tokens) for _ in range(args.repeats)]
+        print(f"tiny model, {args.tokens} tokens, greedy, 1 thread (median of {args.repeats})")
+        print(f"  bare llama_cpp loop : {1000 / median(bare):8.0f} tok/s")
+        print(f"  worker engine       : {1000 / median(worker):8.0f} tok/s")
+        print(f"  ratio worker/bare   : {median(bare) / median(worker):8.3f}  (target >= 0.95)")
+        del engine, model
+
+        big_path, big_sha = big_vocab_model(fetch_vocab(work, args.sdist), work / "qwen-vocab.gguf")
+        big = load_model(big_path, big_sha, LoadOptions(4096, 1))
+        rows = []
+        for backend, constrained in (("none", False), ("llguidance", True), ("gbnf", True)):
+            eng = engine_for(big, "gbnf" if backend == "gbnf" else "llguidance")
+            runs = [run_engine(eng, args.tokens, constrained) for _ in range(args.repeats)]
+            rows.append((backend, median([r[0] for r in runs]), median([r[1] for r in runs])))
+            del eng
+        base = rows[0][1]
+        print(f"\n151,936-token vocabulary, random 2-layer model, {args.tokens} tokens")
+        print(f"  {'constraint':<11} {'ms/token':>9} {'+ms/token':>10} {'ratio':>7} {'TTFT ms':>8}")
+        for name, per_token, ttft in rows:
+            print(f"  {name:<11} {per_token:9.2f} {per_token - base:10.2f} "
+                  f"{per_token / base:7.2f} {ttft:8.0f}")  # fmt: skip
+        llg, gbnf = rows[1][1] - base, rows[2][1] - base
+        factor = gbnf / llg if llg > 0 else float("nan")
+        print(f"  GBNF/llguidance extra cost per token: {factor:.1f}x")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(f"\npeak RSS of this process: {peak / (1 << 20):.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""`python -m guest.worker serve --model GGUF --sha256 HEX [--socket PATH | --port N] ...`
+
+Prints one JSON line on stdout when ready (`{"ready": true, "port": N}`), so a parent
+can wait for it; logs go to stderr through the allowlisting structlog configuration.
+Exit codes: 0 after a clean shutdown, 3 when the model does not load (the category is
+logged), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from pathlib import Path
+
+import structlog
+
+from guest.worker.app import ApiConfig, ChatEndpoint
+from guest.worker.constraint import ConstraintFactory
+from guest.worker.engine import Engine, EngineConfig
+from guest.worker.loader import LoadError, LoadOptions, load_model
+from guest.worker.records import RecordLog
+from guest.worker.schema_grammar import Limits
+from guest.worker.server import bind_loopback, bind_unix, serve
+from receipts.canonical import canonical
+from receipts.log import configure_logging
+
+EXIT_LOAD_FAILED = 3
+
+
+def _sha256(text: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise argparse.ArgumentTypeError("expected 64 lower-case hex digits")
+    return text
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def _nonnegative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m guest.worker")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve a GGUF over an OpenAI-compatible API")
+    s.add_argument("--model", type=Path, required=True)
+    s.add_argument("--sha256", type=_sha256, required=True)
+    s.add_argument("--socket", type=Path)
+    s.add_argument("--port", type=_nonnegative, help="127.0.0.1 only; 0 picks a free port")
+    s.add_argument("--threads", type=_positive, default=1)
+    s.add_argument("--context", type=_positive, default=4096)
+    s.add_argument("--request-floor", type=_nonnegative, default=256 << 20)
+    s.add_argument("--runtime-guard", type=_nonnegative, default=128 << 20)
+    s.add_argument("--deadline-s", type=_positive, default=600)
+    s.add_argument("--max-tokens", type=_positive, default=1024)
+    s.add_argument("--queue-depth", type=_nonnegative, default=4)
+    s.add_argument("--constraint", choices=("llguidance", "gbnf"), default="llguidance")
+    s.add_argument("--model-id", default=None, help="served model name (default gguf-<sha12>)")
+    s.add_argument("--records", type=Path, help="append request records as canonical JSON lines")
+    s.add_argument("--max-string-chars", type=_positive, default=Limits.max_string_chars)
+    s.add_argument("--log-format", choices=("console", "json"), default="json")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.socket is None and args.port is None:
+        parser().error("give --socket PATH and/or --port N")
+    configure_logging(args.log_format, logging.INFO)
+    log = structlog.get_logger("guest.worker")
+    try:
+        model = load_model(args.model, args.sha256, LoadOptions(args.context, args.threads))
+    except LoadError as exc:
+        log.error("worker.load_failed", category=exc.category)  # noqa: TRY400 - no traceback text
+        return EXIT_LOAD_FAILED
+    log.info("worker.loaded", sha256=model.sha256, duration_ms=model.load_ms)
+    factory = ConstraintFactory(model.vocab, model.n_vocab, args.constraint)
+    if args.constraint == "llguidance":
+        factory.tokenizer()  # built once now, not inside the first request
+    engine = Engine(
+        model,
+        EngineConfig(args.request_floor, args.runtime_guard, args.max_tokens),
+        factory,
+    )
+    limits = Limits(max_string_chars=args.max_string_chars)
+    model_id = args.model_id or f"gguf-{model.sha256[:12]}"
+    chat = ChatEndpoint(
+        engine,
+        ApiConfig(model_id, float(args.deadline_s), args.queue_depth, limits),
+        RecordLog(args.records),
+    )
+    sockets = []
+    if args.socket is not None:
+        sockets.append(bind_unix(args.socket))
+    port = None
+    if args.port is not None:
+        tcp = bind_loopback(args.port)
+        port = tcp.getsockname()[1]
+        sockets.append(tcp)
+    sys.stdout.write(canonical({"ready": True, "port": port, "model": model_id}).decode() + "\n")
+    sys.stdout.flush()
+    try:
+        serve(chat, sockets)
+    finally:
+        chat.records.close()
+        if args.socket is not None:
+            args.socket.unlink(missing_ok=True)
+    log.info("worker.stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,531 @@
+"""The HTTP API: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`,
+`GET /v1/harness/records`.
+
+Why the chat endpoint is a raw ASGI callable inside Starlette's router: it must check
+`Content-Length` before reading a byte of the body, watch for the client going away
+while the model runs (and cancel through the abort callback), and choose between a JSON
+error status and an SSE stream only once it knows whether generation started.
+Generation runs on one thread (one llama.cpp context); a bounded count of requests may
+wait for it, beyond which the answer is 429.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from jsonschema.protocols import Validator
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from guest.worker.api_models import ChatRequest, NamedToolChoice, template_messages
+from guest.worker.engine import Engine, Job, JobResult
+from guest.worker.errors import HttpErrorCode, error_body
+from guest.worker.grammar import Grammar
+from guest.worker.records import RecordLog
+from guest.worker.schema_grammar import Limits, UnsupportedSchema
+from guest.worker.toolcall import SchemaInvalid, schema_validator
+from guest.worker.toolgrammar import Mode, ToolSpec, build_tool_grammar
+from receipts.records.worker import RequestOutcome, WorkerErrorCode
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MAX_BODY_BYTES = 8 << 20
+JSON_HEADERS = [(b"content-type", b"application/json")]
+log = structlog.get_logger("guest.worker")
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    model_id: str
+    deadline_s: float
+    queue_depth: int
+    limits: Limits
+
+
+class Rejected(Exception):
+    """A request refused at the edge: status, stable code and the offending parameter."""
+
+    def __init__(self, status: int, code: WorkerErrorCode, param: str | None = None) -> None:
+        super().__init__(code)
+        self.status, self.code, self.param = status, code, param
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise Rejected(400, "duplicate_key", key[:64])
+        out[key] = value
+    return out
+
+
+def _no_constants(_name: str) -> Any:
+    raise Rejected(400, "non_finite_number")
+
+
+def _check_finite(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise Rejected(400, "non_finite_number")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def parse_body(body: bytes) -> ChatRequest:
+    """Strict JSON (no duplicate keys, no NaN/Infinity) into `ChatRequest`, or `Rejected`."""
+    try:
+        text = body.decode("utf-8")
+        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except Rejected:
+        raise
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise Rejected(400, "invalid_json") from exc
+    _check_finite(obj)
+    if not isinstance(obj, dict):
+        raise Rejected(400, "invalid_request")
+    try:
+        return ChatRequest.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [str(p) for p in first["loc"] if not str(p).startswith(("function-", "union["))]
+        param = ".".join(p for p in loc if p not in ("system", "user", "assistant", "tool"))
+        raise Rejected(400, "invalid_request", param[:128] or None) from exc
+
+
+def _content_length(scope: Scope) -> int:
+    values = [v for k, v in scope["headers"] if k == b"content-length"]
+    chunked = any(k == b"transfer-encoding" for k, _ in scope["headers"])
+    if not values or chunked:
+        raise Rejected(400, "content_length_required")
+    if len(set(values)) != 1 or not values[0].isdigit() or len(values[0]) > 18:
+        raise Rejected(400, "invalid_content_length")
+    length = int(values[0])
+    if length > MAX_BODY_BYTES:
+        raise Rejected(413, "body_too_large")
+    return length
+
+
+async def _read_body(receive: Receive, length: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Rejected(400, "client_disconnected")
+        chunk = message.get("body", b"")
+        total += len(chunk)
+        if total > length or total > MAX_BODY_BYTES:
+            raise Rejected(413, "body_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class ChatEndpoint:
+    """`POST /v1/chat/completions` as an ASGI app."""
+
+    def __init__(self, engine: Engine, config: ApiConfig, records: RecordLog) -> None:
+        self.engine = engine
+        self.config = config
+        self.records = records
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-gen")
+        self.pending = 0
+        self.closing = False
+        self.jobs: set[Job] = set()
+
+    # -- shutdown ---------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop admitting; cancel the running and queued jobs (abort callback)."""
+        self.closing = True
+        for job in list(self.jobs):
+            job.cancel.set("shutdown")
+        self.engine.cancel_active("shutdown")
+
+    # -- request ---------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        received = time.monotonic()
+        index = self.records.allocate()
+        stream = False
+        try:
+            request = await self._accept(scope, receive)
+            stream = bool(request.stream)
+            job = self._job(request, received)
+        except Rejected as rej:
+            outcome: RequestOutcome = "rejected_invalid_request"
+            if rej.code == "queue_full":
+                outcome = "refused_queue_full"
+            elif rej.code == "shutting_down":
+                outcome = "cancelled_shutdown"
+            self._record(index, JobResult(outcome, rej.status, rej.code), stream, received)
+            await _send_json(send, rej.status, error_body(rej.status, rej.code, rej.param))
+            return
+        self.pending += 1
+        self.jobs.add(job)
+        try:
+            if stream:
+                include_usage = bool(
+                    request.stream_options and request.stream_options.include_usage
+                )
+                result = await self._stream(job, index, receive, send, include_usage)
+            else:
+                result = await self._run(job, receive)
+                await self._respond(send, index, result)
+        finally:
+            self.pending -= 1
+            self.jobs.discard(job)
+        self._record(index, result, stream, received)
+
+    async def _accept(self, scope: Scope, receive: Receive) -> ChatRequest:
+        """Headers, body and schema checks, in that order; `Rejected` on the first failure."""
+        if self.closing:
+            raise Rejected(503, "shutting_down")
+        length = _content_length(scope)
+        return parse_body(await _read_body(receive, length))
+
+    def _job(self, request: ChatRequest, received: float) -> Job:
+        if request.model != self.config.model_id:
+            raise Rejected(404, "model_not_found", "model")
+        tools = request.tools or []
+        names = [t.function.name for t in tools]
+        if len(set(names)) != len(names):
+            raise Rejected(400, "invalid_request", "tools")
+        choice = request.tool_choice
+        mode: Mode
+        if isinstance(choice, NamedToolChoice):
+            if choice.function.name not in names:
+                raise Rejected(400, "invalid_request", "tool_choice")
+            mode = "required"
+        else:
+            mode = choice or "auto"
+        if mode == "required" and not tools:
+            raise Rejected(400, "invalid_request", "tool_choice")
+        selected = [
+            t
+            for t in tools
+            if not isinstance(choice, NamedToolChoice) or t.function.name == choice.function.name
+        ]
+        validators: dict[str, Validator] = {}
+        specs: list[ToolSpec] = []
+        for i, tool in enumerate(tools):
+            try:
+                validator = schema_validator(tool.function.parameters)
+            except SchemaInvalid as exc:
+                raise Rejected(
+                    400, "unsupported_tool_schema", f"tools.{i}.function.parameters"
+                ) from exc
+            if tool in selected:
+                validators[tool.function.name] = validator
+                specs.append(ToolSpec(tool.function.name, tool.function.parameters))
+        grammars: tuple[Grammar, Grammar] | None = None
+        if tools:
+            try:
+                grammars = (
+                    build_tool_grammar(
+                        specs, mode, self.config.limits, special_tags=self.engine.vocab.special_tags
+                    ),
+                    build_tool_grammar(specs, mode, self.config.limits, special_tags=False),
+                )
+            except UnsupportedSchema as exc:
+                raise Rejected(
+                    400, "unsupported_tool_schema", f"tools.parameters.{exc.keyword}"
+                ) from exc
+        bias: dict[int, float] = {}
+        for key, value in (request.logit_bias or {}).items():
+            if not key.isdigit() or int(key) >= self.engine.vocab.n_vocab:
+                raise Rejected(400, "invalid_request", "logit_bias")
+            bias[int(key)] = value
+        if self.pending >= 1 + self.config.queue_depth:
+            raise Rejected(429, "queue_full")
+        return Job(
+            messages=template_messages(request),
+            tools=[t.model_dump(exclude_none=True) for t in tools] or None,
+            grammars=grammars,
+            validators=validators,
+            max_tokens=request.max_completion_tokens or request.max_tokens,
+            temperature=1.0 if request.temperature is None else request.temperature,
+            top_p=1.0 if request.top_p is None else request.top_p,
+            seed=request.seed,
+            logit_bias=bias,
+            deadline=received + self.config.deadline_s,
+            received=received,
+        )
+
+    def _execute(self, job: Job) -> JobResult:
+        """Run on the generation thread; an unexpected failure is a 500, never a hang."""
+        try:
+            return self.engine.run(job)
+        except Exception:
+            log.exception("worker.internal_error")
+            return JobResult("error", 500, "internal_error")
+
+    async def _run(self, job: Job, receive: Receive) -> JobResult:
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self.executor, self._execute, job)
+        watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        pair: set[asyncio.Future[Any]] = {future, watcher}
+        try:
+            done, _ = await asyncio.wait(pair, return_when=asyncio.FIRST_COMPLETED)
+            if watcher in done and not future.done():
+                job.cancel.set("client")
+            return await future
+        finally:
+            watcher.cancel()
+
+    # -- responses -------------------------------------------------------------
+
+    def _ids(self, index: int) -> tuple[str, str]:
+        seed = f"{self.engine.model.sha256}:{index}".encode()
+        completion = "chatcmpl-" + hashlib.sha256(seed).hexdigest()[:24]
+        call = "call_" + hashlib.sha256(f"{completion}:0".encode()).hexdigest()[:24]
+        return completion, call
+
+    def _usage(self, result: JobResult) -> dict[str, int]:
+        return {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+        }
+
+    async def _respond(self, send: Send, index: int, result: JobResult) -> None:
+        if result.http_status != 200:
+            code = result.error_code or "internal_error"
+            await _send_json(
+                send, result.http_status, error_body(result.http_status, code, result.error_param)
+            )
+            return
+        completion, call_id = self._ids(index)
+        message: dict[str, Any] = {"role": "assistant", "content": result.text, "refusal": None}
+        if result.call is not None:
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": result.call.name, "arguments": result.call.arguments_json},
+                }
+            ]
+        body = {
+            "id": completion,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.config.model_id,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": result.finish_reason,
+                    "logprobs": None,
+                }
+            ],
+            "usage": self._usage(result),
+        }
+        await _send_json(send, 200, json.dumps(body, ensure_ascii=False).encode("utf-8"))
+
+    async def _stream(
+        self, job: Job, index: int, receive: Receive, send: Send, include_usage: bool
+    ) -> JobResult:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[str | JobResult] = asyncio.Queue()
+
+        def on_text(text: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, text)
+
+        job.on_text = on_text
+        future = loop.run_in_executor(self.executor, self._execute, job)
+        future.add_done_callback(lambda f: queue.put_nowait(f.result()))
+        watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        completion, call_id = self._ids(index)
+        sse = _Sse(send, completion, self.config.model_id)
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                pair: set[asyncio.Future[Any]] = {getter, watcher}
+                done, _ = await asyncio.wait(pair, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    job.cancel.set("client")
+                    return await future
+                item = getter.result()
+                if isinstance(item, JobResult):
+                    break
+                await sse.event({"content": item}, None)
+            result = item
+            if result.http_status != 200 and not sse.started:
+                code = result.error_code or "internal_error"
+                body = error_body(result.http_status, code, result.error_param)
+                await _send_json(send, result.http_status, body)
+                return result
+            await sse.finish(result, call_id, self._usage(result) if include_usage else None)
+        except OSError:
+            job.cancel.set("client")
+            return await future
+        finally:
+            watcher.cancel()
+        return result
+
+    def _record(self, index: int, result: JobResult, stream: bool, received: float) -> None:
+        record = self.records.add(
+            schema="harness.receipt.worker_request/1",
+            index=index,
+            admission=result.admission,
+            headroom_bytes=result.headroom_bytes,
+            need_bytes=result.need_bytes,
+            floor_bytes=self.engine.config.request_floor_bytes,
+            guard_bytes=self.engine.config.runtime_guard_bytes,
+            deciding_scope=result.deciding_scope,
+            outcome=result.outcome,
+            error_code=result.error_code,
+            http_status=result.http_status,
+            stream=stream,
+            constraint_backend=result.constraint_backend,
+            prompt_tokens=result.prompt_tokens,
+            cached_prompt_tokens=result.cached_prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            time_to_first_token_ms=result.time_to_first_token_ms,
+            decode_ms=result.decode_ms,
+            min_headroom_bytes=result.min_headroom_bytes,
+            duration_ms=int((time.monotonic() - received) * 1000),
+        )
+        log.info(
+            "worker.request",
+            index=record.index,
+            outcome=record.outcome,
+            status=record.http_status,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            duration_ms=record.duration_ms,
+        )
+
+
+class _Sse:
+    """Server-sent events in the OpenAI chunk format; headers go out with the first event."""
+
+    def __init__(self, send: Send, completion: str, model: str) -> None:
+        self._send = send
+        self._completion = completion
+        self._model = model
+        self._created = int(time.time())
+        self.started = False
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
+        body: dict[str, Any] = {
+            "id": self._completion,
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+            "choices": choices,
+        }
+        if usage is not None:
+            body["usage"] = usage
+        return b"data: " + json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n\n"
+
+    async def _start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+        await self.event({"role": "assistant", "content": ""}, None)
+
+    async def event(self, delta: dict[str, Any], finish: str | None) -> None:
+        await self._start()
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        await _send_body(self._send, self._chunk([choice]), more=True)
+
+    async def finish(self, result: JobResult, call_id: str, usage: dict[str, int] | None) -> None:
+        """The closing events: an error event, or the call, the finish reason and usage."""
+        await self._start()
+        if result.http_status != 200:
+            code = result.error_code or "internal_error"
+            error = error_body(result.http_status, code)
+            await _send_body(self._send, b"data: " + error + b"\n\n", more=True)
+        else:
+            if result.call is not None:
+                function = {"name": result.call.name, "arguments": result.call.arguments_json}
+                call = {"index": 0, "id": call_id, "type": "function", "function": function}
+                await self.event({"tool_calls": [call]}, None)
+            await self.event({}, result.finish_reason)
+            if usage is not None:
+                await _send_body(self._send, self._chunk([], usage), more=True)
+        await _send_body(self._send, b"data: [DONE]\n\n", more=False)
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _send_body(send: Send, body: bytes, more: bool) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": more})
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await _send_body(send, body, more=False)
+
+
+def _json(status: int, body: bytes) -> Response:
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def build_app(chat: ChatEndpoint) -> Starlette:
+    """The Starlette app: the chat endpoint plus the small GET endpoints."""
+    config = chat.config
+
+    async def models(_request: Request) -> Response:
+        data = {
+            "object": "list",
+            "data": [
+                {"id": config.model_id, "object": "model", "created": 0, "owned_by": "harness"}
+            ],
+        }
+        return _json(200, json.dumps(data).encode())
+
+    async def health(_request: Request) -> Response:
+        if chat.closing:
+            return _json(503, error_body(503, "shutting_down"))
+        return _json(200, b'{"status":"ok"}')
+
+    async def records(_request: Request) -> Response:
+        return _json(200, chat.records.document())
+
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        code: HttpErrorCode = {404: "not_found", 405: "method_not_allowed"}.get(
+            status, "internal_error"
+        )  # type: ignore[assignment]
+        return _json(status, error_body(status, code))
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/harness/records", records, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error},
+    )

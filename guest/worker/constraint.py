@@ -1,0 +1,162 @@
+"""Constraint backends: llguidance (default) and llama.cpp GBNF (validated fallback).
+
+Both take the same grammar IR and act as a logits mask: `mask(logits)` sets every
+disallowed token to -inf, `accept(token)` advances the state. llguidance's tokenizer is
+built once per model (0.2-0.9 s) and a compiled matcher is cached per grammar text and
+deep-copied per request. A GBNF is validated with `llama_sampler_init_grammar` before
+use (NULL means invalid; an invalid GBNF otherwise segfaults during generation).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections import OrderedDict
+from typing import Literal, Protocol
+
+import llama_cpp
+import llguidance
+import llguidance.llamacpp
+import llguidance.numpy
+import numpy as np
+import numpy.typing as npt
+
+from guest.worker.grammar import Grammar
+
+BackendName = Literal["llguidance", "gbnf"]
+
+
+class ConstraintUnavailable(Exception):
+    """The grammar could not be compiled or validated by the chosen backend."""
+
+
+class Constraint(Protocol):
+    backend: BackendName
+
+    def mask(self, logits: npt.NDArray[np.float32]) -> None: ...
+
+    def accept(self, token: int) -> bool: ...
+
+    def finished(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class LlguidanceConstraint:
+    backend: BackendName = "llguidance"
+
+    def __init__(self, matcher: llguidance.LLMatcher, n_vocab: int) -> None:
+        self._matcher = matcher
+        self._n_vocab = n_vocab
+        self._bitmask = llguidance.numpy.allocate_token_bitmask(1, n_vocab)
+
+    def mask(self, logits: npt.NDArray[np.float32]) -> None:
+        llguidance.numpy.fill_next_token_bitmask(self._matcher, self._bitmask)
+        bits = np.unpackbits(self._bitmask.view(np.uint8), bitorder="little")
+        logits[bits[: self._n_vocab] == 0] = -np.inf
+
+    def accept(self, token: int) -> bool:
+        return bool(self._matcher.consume_token(token)) and not self._matcher.is_error()
+
+    def finished(self) -> bool:
+        return bool(self._matcher.is_stopped())
+
+    def close(self) -> None:
+        return None
+
+
+_TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+
+
+class GbnfConstraint:
+    backend: BackendName = "gbnf"
+
+    def __init__(self, sampler: llama_cpp.llama_sampler_p, n_vocab: int) -> None:
+        self._sampler: llama_cpp.llama_sampler_p | None = sampler
+        self._data = np.zeros(n_vocab, dtype=_TOKEN_DATA)
+        self._data["id"] = np.arange(n_vocab, dtype=np.intc)
+        self._array = llama_cpp.llama_token_data_array(
+            data=self._data.ctypes.data_as(llama_cpp.llama_token_data_p),
+            size=n_vocab,
+            selected=-1,
+            sorted=False,
+        )
+
+    def mask(self, logits: npt.NDArray[np.float32]) -> None:
+        self._data["logit"] = logits
+        self._array.size = len(self._data)
+        self._array.selected = -1
+        llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(self._array))
+        # The grammar sampler only ever lowers logits to -inf, in place.
+        rejected = np.isneginf(self._data["logit"])
+        logits[rejected] = -np.inf
+
+    def accept(self, token: int) -> bool:
+        llama_cpp.llama_sampler_accept(self._sampler, token)
+        return True
+
+    def finished(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            llama_cpp.llama_sampler_free(self._sampler)
+            self._sampler = None
+
+
+def validate_gbnf(vocab: llama_cpp.llama_vocab_p, gbnf: str) -> llama_cpp.llama_sampler_p:
+    """A grammar sampler for *gbnf*, or `ConstraintUnavailable` if llama.cpp refuses it."""
+    sampler: llama_cpp.llama_sampler_p = llama_cpp.llama_sampler_init_grammar(
+        vocab, gbnf.encode("utf-8"), b"root"
+    )
+    if not sampler:
+        raise ConstraintUnavailable("gbnf")
+    return sampler
+
+
+class ConstraintFactory:
+    """Per-model cache of the llguidance tokenizer and of compiled matchers."""
+
+    CACHE_SIZE = 32
+
+    def __init__(self, vocab: llama_cpp.llama_vocab_p, n_vocab: int, backend: BackendName) -> None:
+        self._vocab = vocab
+        self._n_vocab = n_vocab
+        self.backend: BackendName = backend
+        self._tokenizer: llguidance.LLTokenizer | None = None
+        self._matchers: OrderedDict[str, llguidance.LLMatcher] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def tokenizer(self) -> llguidance.LLTokenizer:
+        with self._lock:
+            if self._tokenizer is None:
+                self._tokenizer = llguidance.llamacpp.lltokenizer_from_vocab(self._vocab)
+            return self._tokenizer
+
+    def _matcher(self, lark: str) -> llguidance.LLMatcher:
+        tokenizer = self.tokenizer()
+        with self._lock:
+            cached = self._matchers.get(lark)
+            if cached is not None:
+                self._matchers.move_to_end(lark)
+                return cached.deep_copy()
+        grammar = llguidance.LLMatcher.grammar_from_lark(lark)
+        is_error, _messages = llguidance.LLMatcher.validate_grammar_with_warnings(
+            grammar, tokenizer
+        )
+        if is_error:
+            raise ConstraintUnavailable("llguidance")
+        matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+        if matcher.is_error():
+            raise ConstraintUnavailable("llguidance")
+        with self._lock:
+            self._matchers[lark] = matcher
+            while len(self._matchers) > self.CACHE_SIZE:
+                self._matchers.popitem(last=False)
+        return matcher.deep_copy()
+
+    def create(self, grammar_special: Grammar, grammar_plain: Grammar) -> Constraint:
+        """A fresh constraint; llguidance gets the special-token form, GBNF the plain one."""
+        if self.backend == "llguidance":
+            return LlguidanceConstraint(self._matcher(grammar_special.to_lark()), self._n_vocab)
+        return GbnfConstraint(validate_gbnf(self._vocab, grammar_plain.to_gbnf()), self._n_vocab)

@@ -1,0 +1,386 @@
+"""Generation: one request at a time on one llama.cpp context, accounted exactly.
+
+The loop is ours (not `Llama.create_chat_completion`) so that: the constraint masks
+logits before sampling; cancellation is llama.cpp's abort callback (it stops even a
+long prompt within milliseconds, where a stopping criterion would wait for a token and
+report `stop`); `completion_tokens` counts tokens sampled, `finish_reason` says what
+actually ended generation; the KV cache keeps the longest common prefix with the last
+request (an agent resends its growing conversation).
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import llama_cpp
+import numpy as np
+import numpy.typing as npt
+from jsonschema.protocols import Validator
+
+from guest.worker.constraint import Constraint, ConstraintFactory, ConstraintUnavailable
+from guest.worker.grammar import Grammar
+from guest.worker.guard import Cancel, CancelReason, Watchdog
+from guest.worker.loader import LoadedModel
+from guest.worker.memory import HeadroomReader, HeadroomUnread
+from guest.worker.prompt import PromptRenderer, TemplateError
+from guest.worker.toolcall import InvalidModelOutput, ParsedCall, parse_tool_call
+from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN
+from guest.worker.vocab import VocabInfo, vocab_info
+from receipts.records.worker import (
+    Admission,
+    ConstraintBackend,
+    DecidingScope,
+    RequestOutcome,
+    WorkerErrorCode,
+)
+
+SCRATCH_BYTES: Final = 16 << 20
+"""Per-request working memory beside the KV cache (logit copies, batch, constraint)."""
+
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+_CANCEL_OUTCOME: Final[dict[CancelReason, tuple[RequestOutcome, WorkerErrorCode, int]]] = {
+    "deadline": ("cancelled_deadline", "deadline_exceeded", 504),
+    "client": ("cancelled_client", "client_disconnected", 499),
+    "shutdown": ("cancelled_shutdown", "shutting_down", 503),
+    "memory_pressure": ("cancelled_memory_pressure", "memory_pressure", 503),
+}
+
+
+@dataclass(eq=False)
+class Job:
+    """One chat completion, already validated at the API edge."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    grammars: tuple[Grammar, Grammar] | None
+    """(llguidance form, GBNF form), or None for unconstrained text."""
+    validators: dict[str, Validator]
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    seed: int | None
+    logit_bias: dict[int, float]
+    deadline: float
+    received: float
+    cancel: Cancel = field(default_factory=Cancel)
+    on_text: Callable[[str], None] | None = None
+
+
+@dataclass
+class JobResult:
+    outcome: RequestOutcome
+    http_status: int
+    error_code: WorkerErrorCode | None = None
+    error_param: str | None = None
+    finish_reason: FinishReason | None = None
+    text: str | None = None
+    call: ParsedCall | None = None
+    admission: Admission = "not_evaluated"
+    headroom_bytes: int | None = None
+    need_bytes: int = 0
+    deciding_scope: DecidingScope | None = None
+    min_headroom_bytes: int | None = None
+    constraint_backend: ConstraintBackend = "none"
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    time_to_first_token_ms: int | None = None
+    decode_ms: int = 0
+
+
+class _Aborted(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    request_floor_bytes: int
+    runtime_guard_bytes: int
+    default_max_tokens: int
+
+
+class Engine:
+    """Owns the context. Not thread-safe: the server runs jobs on one thread."""
+
+    def __init__(
+        self,
+        model: LoadedModel,
+        config: EngineConfig,
+        factory: ConstraintFactory,
+        reader: HeadroomReader | None = None,
+    ) -> None:
+        self.model = model
+        self.config = config
+        self.factory = factory
+        self.reader = reader or HeadroomReader()
+        self.vocab: VocabInfo = vocab_info(model.vocab)
+        if model.chat_template is None:
+            raise TemplateError("no_template")
+        self.renderer = PromptRenderer(model.chat_template)
+        self._ctx = model.llm._ctx.ctx
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._cached: list[int] = []
+        self._active: Cancel | None = None
+        self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)
+        llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
+
+    # -- cancellation -----------------------------------------------------------
+
+    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
+        active = self._active
+        return active is not None and active.reason is not None
+
+    def cancel_active(self, reason: CancelReason) -> None:
+        active = self._active
+        if active is not None:
+            active.set(reason)
+
+    # -- helpers ----------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.model.llm.tokenize(
+            text.encode("utf-8"), add_bos=self.model.add_bos, special=True
+        )
+
+    def need_bytes(self, tokens: int) -> int:
+        return self.model.kv_bytes_per_token * tokens + 8 * self.vocab.n_vocab + SCRATCH_BYTES
+
+    def _clear_cache(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self._cached = []
+
+    def _decode(self, tokens: list[int], cancel: Cancel) -> None:
+        """Append *tokens* to the context, in batches; `_Aborted` if cancelled."""
+        llm = self.model.llm
+        n_batch = llm.n_batch
+        for start in range(0, len(tokens), n_batch):
+            if cancel:
+                raise _Aborted
+            batch = tokens[start : start + n_batch]
+            llm._batch.set_batch(batch=batch, n_past=len(self._cached), logits_all=False)
+            rc = llama_cpp.llama_decode(self._ctx, llm._batch.batch)
+            if rc != 0:
+                self._clear_cache()
+                if cancel:
+                    raise _Aborted
+                raise RuntimeError("decode_failed")
+            self._cached.extend(batch)
+
+    def _prefill(self, tokens: list[int], cancel: Cancel) -> int:
+        """Reuse the common prefix of the KV cache, decode the rest; return tokens reused."""
+        keep = 0
+        for a, b in zip(self._cached, tokens, strict=False):
+            if a != b:
+                break
+            keep += 1
+        keep = min(keep, len(tokens) - 1)  # the last prompt token is decoded for its logits
+        if keep < len(self._cached):
+            if not llama_cpp.llama_memory_seq_rm(self._memory, 0, keep, -1):
+                self._clear_cache()
+                keep = 0
+            else:
+                self._cached = self._cached[:keep]
+        self._decode(tokens[keep:], cancel)
+        return keep
+
+    def _logits(self) -> npt.NDArray[np.float32]:
+        ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.vocab.n_vocab,)).copy()
+
+    # -- the job ----------------------------------------------------------------
+
+    def run(self, job: Job) -> JobResult:
+        """Render, admit, generate, validate. Never raises for anything a request causes."""
+        if job.cancel:
+            return self._cancelled(JobResult("error", 500), job.cancel)
+        try:
+            prompt = self.renderer.render(job.messages, job.tools)
+        except TemplateError:
+            return JobResult("rejected_invalid_request", 400, "invalid_request", "messages")
+        tokens = self.tokenize(prompt)
+        result = JobResult("error", 500, prompt_tokens=len(tokens))
+        room = self.model.n_ctx - len(tokens)
+        if room < 1 or (job.max_tokens is not None and job.max_tokens > room):
+            result.outcome, result.http_status = "rejected_invalid_request", 400
+            result.error_code, result.error_param = "context_length_exceeded", "messages"
+            return result
+        max_tokens = min(job.max_tokens or self.config.default_max_tokens, room)
+        if not self._admit(result, len(tokens) + max_tokens):
+            return result
+        constraint: Constraint | None = None
+        if job.grammars is not None:
+            try:
+                constraint = self.factory.create(*job.grammars)
+            except ConstraintUnavailable:
+                result.error_code = "constraint_unavailable"
+                return result
+            result.constraint_backend = constraint.backend
+        watchdog = Watchdog(job.cancel, self.reader, self.config.runtime_guard_bytes, job.deadline)
+        watchdog.sample()
+        watchdog.start()
+        self._active = job.cancel
+        try:
+            self._generate(job, tokens, max_tokens, constraint, result)
+        except _Aborted:
+            self._cancelled(result, job.cancel)
+        finally:
+            self._active = None
+            watchdog.stop()
+            result.min_headroom_bytes = watchdog.min_headroom
+            if constraint is not None:
+                constraint.close()
+        return result
+
+    def _admit(self, result: JobResult, tokens: int) -> bool:
+        need = self.need_bytes(tokens)
+        result.need_bytes = need
+        result.admission = "refused"
+        result.outcome, result.http_status = "refused_headroom", 503
+        try:
+            headroom = self.reader.read()
+        except HeadroomUnread:
+            result.error_code = "headroom_unread"
+            return False
+        result.headroom_bytes, result.deciding_scope = headroom.bytes, headroom.scope
+        if need + self.config.request_floor_bytes > headroom.bytes:
+            result.error_code = "insufficient_memory_headroom"
+            return False
+        result.admission = "admitted"
+        result.outcome, result.http_status = "error", 500
+        return True
+
+    def _cancelled(self, result: JobResult, cancel: Cancel) -> JobResult:
+        reason = cancel.reason or "shutdown"
+        result.outcome, result.error_code, result.http_status = _CANCEL_OUTCOME[reason]
+        result.finish_reason, result.text, result.call = None, None, None
+        return result
+
+    def _sample(self, logits: npt.NDArray[np.float32], job: Job, rng: np.random.Generator) -> int:
+        if job.temperature <= 0.0:
+            return int(np.argmax(logits))
+        scaled = logits.astype(np.float64) / job.temperature
+        scaled -= scaled.max()
+        probs = np.exp(scaled)
+        if job.top_p < 1.0:
+            order = np.argsort(-probs)
+            sorted_probs = probs[order]
+            cumulative = np.cumsum(sorted_probs)
+            cut = int(np.searchsorted(cumulative, job.top_p * cumulative[-1])) + 1
+            probs = np.zeros_like(probs)
+            probs[order[:cut]] = sorted_probs[:cut]
+        cumulative = np.cumsum(probs)
+        pick = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+        return min(pick, len(probs) - 1)
+
+    def _generate(
+        self,
+        job: Job,
+        tokens: list[int],
+        max_tokens: int,
+        constraint: Constraint | None,
+        result: JobResult,
+    ) -> None:
+        result.cached_prompt_tokens = self._prefill(tokens, job.cancel)
+        rng = np.random.default_rng(job.seed if job.seed is None else job.seed % (1 << 64))
+        bias_ids = np.array(list(job.logit_bias), dtype=np.int64)
+        bias_values = np.array(list(job.logit_bias.values()), dtype=np.float32)
+        out = bytearray()
+        streamer = _TextStreamer(job.on_text, tagged=constraint is not None)
+        first: float | None = None
+        finish: FinishReason | None = None
+        eos, banned, pieces = self.vocab.eos, self.vocab.banned, self.vocab.pieces
+        close = CALL_CLOSE.encode()
+        while finish is None:
+            if job.cancel:
+                raise _Aborted
+            logits = self._logits()
+            logits[banned] = -np.inf
+            if len(bias_ids):
+                logits[bias_ids] += bias_values
+            if constraint is not None:
+                constraint.mask(logits)
+            if not np.isfinite(logits.max()):
+                result.error_code = "internal_error"
+                return
+            token = self._sample(logits, job, rng)
+            result.completion_tokens += 1
+            if first is None:
+                first = time.monotonic()
+                result.time_to_first_token_ms = int((first - job.received) * 1000)
+            if constraint is not None and not constraint.accept(token):
+                result.outcome, result.http_status = "invalid_model_output", 502
+                result.error_code = "invalid_model_output"
+                return
+            if token == eos:
+                finish = "stop"
+                break
+            out += pieces[token]
+            streamer.feed(out)
+            if out.startswith(CALL_OPEN.encode()) and out.endswith(close):
+                finish = "tool_calls"
+            elif constraint is not None and constraint.finished():
+                finish = "stop"
+            elif result.completion_tokens >= max_tokens:
+                finish = "length"
+            else:
+                self._decode([token], job.cancel)
+        result.decode_ms = int((time.monotonic() - (first or time.monotonic())) * 1000)
+        self._finish(job, out, finish, result)
+        if result.finish_reason in ("stop", "length") and result.text is not None:
+            streamer.flush(out)
+
+    def _finish(self, job: Job, out: bytearray, finish: FinishReason, result: JobResult) -> None:
+        text = out.decode("utf-8", errors="replace")
+        if finish == "tool_calls":
+            try:
+                result.call = parse_tool_call(text, job.validators)
+            except InvalidModelOutput:
+                result.outcome, result.http_status = "invalid_model_output", 502
+                result.error_code = "invalid_model_output"
+                return
+            result.outcome, result.http_status, result.finish_reason = "tool_calls", 200, finish
+            return
+        if job.grammars is not None and text.startswith(CALL_OPEN):
+            # A call cut by max_tokens: not valid text and not a valid call.
+            result.outcome, result.http_status, result.finish_reason = "length", 200, "length"
+            result.text = None
+            return
+        result.outcome, result.http_status, result.finish_reason = finish, 200, finish
+        result.text = text
+
+
+class _TextStreamer:
+    """Sends text deltas as they become certain: never a prefix of `<tool_call>`."""
+
+    def __init__(self, sink: Callable[[str], None] | None, tagged: bool) -> None:
+        self._sink = sink
+        self._tagged = tagged
+        self._sent = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._open = CALL_OPEN.encode()
+
+    def feed(self, out: bytearray) -> None:
+        if self._sink is None:
+            return
+        if self._tagged and (self._open.startswith(bytes(out)) or out.startswith(self._open)):
+            return
+        text = self._decoder.decode(bytes(out[self._sent :]))
+        self._sent = len(out)
+        if text:
+            self._sink(text)
+
+    def flush(self, out: bytearray) -> None:
+        if self._sink is None:
+            return
+        if out.startswith(self._open):
+            return
+        text = self._decoder.decode(bytes(out[self._sent :]), final=True)
+        self._sent = len(out)
+        if text:
+            self._sink(text)

@@ -1,0 +1,87 @@
+"""Parse and validate a generated tool call before it leaves the worker.
+
+The grammar should make an invalid call impossible; this is the check that does not
+trust the grammar (a backend bug, a schema keyword the compiler got wrong). Anything
+that fails here is the closed outcome `invalid_model_output`, never passed on and never
+replaced by a guess. `arguments` goes out as a JSON string, as the OpenAI API defines it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jsonschema
+from jsonschema.protocols import Validator
+
+from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN
+
+InvalidReason = Literal["not_tagged", "json_invalid", "shape", "unknown_tool", "schema"]
+
+
+class InvalidModelOutput(Exception):
+    def __init__(self, reason: InvalidReason) -> None:
+        super().__init__(reason)
+        self.reason: InvalidReason = reason
+
+
+class SchemaInvalid(ValueError):
+    """A tool's `parameters` is not a valid JSON Schema."""
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    name: str
+    arguments_json: str
+
+
+def schema_validator(schema: dict[str, Any]) -> Validator:
+    """A validator for *schema* in the draft it declares (2020-12 by default)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise SchemaInvalid("parameters") from exc
+    return cls(schema)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError("duplicate key")
+        out[key] = value
+    return out
+
+
+def _no_constants(_name: str) -> Any:
+    raise ValueError("non-finite")
+
+
+def parse_tool_call(text: str, validators: dict[str, Validator]) -> ParsedCall:
+    """The call in *text* (`<tool_call>\\n{...}\\n</tool_call>`), validated, or raise."""
+    head, tail = CALL_OPEN + "\n", "\n" + CALL_CLOSE
+    if not (text.startswith(head) and text.endswith(tail)) or len(text) < len(head + tail):
+        raise InvalidModelOutput("not_tagged")
+    body = text[len(head) : len(text) - len(tail)]
+    try:
+        obj = json.loads(body, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidModelOutput("json_invalid") from exc
+    if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
+        raise InvalidModelOutput("shape")
+    name, arguments = obj["name"], obj["arguments"]
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        raise InvalidModelOutput("shape")
+    validator = validators.get(name)
+    if validator is None:
+        raise InvalidModelOutput("unknown_tool")
+    if not validator.is_valid(arguments):
+        raise InvalidModelOutput("schema")
+    try:
+        encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        encoded.encode("utf-8")
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise InvalidModelOutput("json_invalid") from exc
+    return ParsedCall(name, encoded)

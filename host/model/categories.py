@@ -1,0 +1,119 @@
+"""Closed refusal categories of the model pipeline (STANDARDS.md section 3).
+
+Records carry one of these names and nothing else: no exception text, no paths. Each
+family has its own exception class so a caller can tell which stage refused, and
+each category has a test that fails when its check is removed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+HeaderRefusal = Literal[
+    "header_truncated",
+    "header_oversized",
+    "header_bad_json",
+    "header_duplicate_key",
+    "header_bad_entry",
+    "unknown_dtype",
+    "shape_size_mismatch",
+    "offsets_out_of_range",
+    "offsets_overlap",
+    "offsets_gap",
+]
+
+PinRefusal = Literal[
+    "pin_table_invalid",
+    "source_not_directory",
+    "symlink",
+    "not_regular_file",
+    "pycache_present",
+    "unlisted_file",
+    "unlisted_importable_file",
+    "missing_file",
+    "size_mismatch",
+    "digest_mismatch",
+    "config_unreadable",
+    "config_architecture_mismatch",
+]
+
+ConvertRefusal = Literal[
+    "config_unreadable",
+    "tokenizer_unreadable",
+    "unsupported_architecture",
+    "unsupported_config",
+    "unsupported_outtype",
+    "unsupported_tokenizer",
+    "unknown_pretokenizer",
+    "special_token_unresolved",
+    "weights_missing",
+    "weights_index_invalid",
+    "source_header_invalid",
+    "unexpected_tensor",
+    "missing_tensor",
+    "tensor_shape_mismatch",
+    "target_not_empty",
+]
+
+VerifyRefusal = Literal[
+    "gguf_unreadable",
+    "source_unreadable",
+    "metadata_missing",
+    "metadata_unexpected",
+    "metadata_mismatch",
+    "tensor_missing",
+    "tensor_unexpected",
+    "tensor_shape_mismatch",
+    "tensor_dtype_mismatch",
+    "tensor_data_mismatch",
+    "digest_mismatch",
+]
+
+CacheRefusal = Literal[
+    "cache_entry_corrupt",
+    "cache_entry_incomplete",
+]
+
+Provenance = Literal["built_by_this_run", "adopted_from_cache"]
+
+OutType = Literal["f32", "f16", "bf16", "q8_0"]
+
+
+class HeaderError(Exception):
+    """A safetensors header refused; ``category`` names why."""
+
+    def __init__(self, category: HeaderRefusal) -> None:
+        super().__init__(category)
+        self.category: HeaderRefusal = category
+
+
+class PinError(Exception):
+    """A source directory refused against its pin table."""
+
+    def __init__(self, category: PinRefusal) -> None:
+        super().__init__(category)
+        self.category: PinRefusal = category
+
+
+class ConvertError(Exception):
+    """A conversion refused before or while writing; nothing is left behind."""
+
+    def __init__(self, category: ConvertRefusal) -> None:
+        super().__init__(category)
+        self.category: ConvertRefusal = category
+
+
+class VerifyError(Exception):
+    """A GGUF refused against its source."""
+
+    def __init__(self, category: VerifyRefusal) -> None:
+        super().__init__(category)
+        self.category: VerifyRefusal = category
+
+
+class CacheError(Exception):
+    """A cache entry refused; it is never used."""
+
+    def __init__(self, category: CacheRefusal) -> None:
+        super().__init__(category)
+        self.category: CacheRefusal = category

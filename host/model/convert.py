@@ -1,0 +1,550 @@
+"""Our own safetensors -> GGUF converter for ``qwen3`` and ``llama`` (numpy + ``gguf``).
+
+Why our own: llama.cpp's ``convert_hf_to_gguf.py`` needs torch and transformers and
+rejects tokenizers it has not hashed before (our synthesized one among them). This
+converter follows its conventions (tensor names, which tensors stay F32, the Llama
+q/k permutation, F16 fallback for rows Q8_0 cannot hold, ``gguf.quants`` for BF16 and
+Q8_0) but is streaming: the header (metadata and tensor infos) is planned from the
+safetensors headers alone, then tensors are read, converted and written one at a
+time, large ones in row slices, so peak memory is one slice, not the model.
+
+It writes every metadata key llama.cpp needs, including the ones whose absence does
+not fail loading but silently changes behaviour (FIELD-NOTES: ``tokenizer.ggml.pre``,
+``tokenizer.ggml.token_type``, ``rope.freq_base``, ``attention.key_length`` /
+``value_length``). Output is staged and renamed into place (STANDARDS.md section 5)
+and the SHA-256 is computed over the bytes as they are written, never re-read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gguf
+import numpy as np
+import numpy.typing as npt
+from gguf.gguf_writer import WriterState
+
+from host.model.categories import ConvertError, HeaderError, OutType
+from host.model.safetensors_header import TensorEntry, parse_header, read_f32, read_f32_rows
+from host.model.vocab import (
+    SpecialIds,
+    Vocab,
+    chat_template,
+    load_json_object,
+    read_vocab,
+    resolve_special,
+)
+from receipts.staging import TargetExists, staged_directory
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+# Bump when output bytes change for the same inputs; part of every cache key.
+CONVERTER_VERSION = "harness-convert/1 gguf==0.19.0"
+GGUF_NAME = "model.gguf"
+# Large tensors (a 152k-token embedding is 1.5 GB as float32) are converted in row
+# slices of about this many float32 bytes.
+CHUNK_BYTES = 32 << 20
+
+Q = gguf.GGMLQuantizationType
+OUTTYPES: dict[str, tuple[Q, gguf.LlamaFileType]] = {
+    "f32": (Q.F32, gguf.LlamaFileType.ALL_F32),
+    "f16": (Q.F16, gguf.LlamaFileType.MOSTLY_F16),
+    "bf16": (Q.BF16, gguf.LlamaFileType.MOSTLY_BF16),
+    "q8_0": (Q.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+}
+
+# (model_type, architectures) -> GGUF architecture
+ARCHITECTURES: dict[tuple[str, tuple[str, ...]], gguf.MODEL_ARCH] = {
+    ("qwen3", ("Qwen3ForCausalLM",)): gguf.MODEL_ARCH.QWEN3,
+    ("llama", ("LlamaForCausalLM",)): gguf.MODEL_ARCH.LLAMA,
+}
+
+# Hugging Face per-layer tensor suffix -> GGUF suffix, in the order we write them.
+LAYER_TENSORS: dict[str, str] = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+QK_NORM = ("self_attn.q_norm.weight", "self_attn.k_norm.weight")
+IGNORED_SUFFIXES = (".rotary_emb.inv_freq",)
+
+
+@dataclass(frozen=True)
+class HParams:
+    """The hyperparameters the GGUF carries, read from config.json."""
+
+    arch: gguf.MODEL_ARCH
+    blocks: int
+    context: int
+    hidden: int
+    ff: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rms_eps: float
+    rope_theta: float
+    vocab_size: int
+    tied: bool
+
+    @property
+    def arch_name(self) -> str:
+        """The GGUF architecture string, e.g. ``qwen3``."""
+        return gguf.MODEL_ARCH_NAMES[self.arch]
+
+
+@dataclass(frozen=True)
+class TensorPlan:
+    """One output tensor: where its source is, its shape, output type and permutation."""
+
+    name: str
+    source_file: Path
+    entry: TensorEntry
+    shape: tuple[int, ...]
+    qtype: Q
+    permute_heads: int | None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the converted tensor."""
+        block, type_size = gguf.GGML_QUANT_SIZES[self.qtype]
+        return math.prod(self.shape[:-1]) * (self.shape[-1] // block) * type_size
+
+
+@dataclass(frozen=True)
+class ConversionPlan:
+    """Everything the GGUF will contain, decided before one tensor byte is read."""
+
+    outtype: OutType
+    hparams: HParams
+    vocab: Vocab
+    special: SpecialIds
+    chat_template: str
+    tensors: tuple[TensorPlan, ...]
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """The converted file, its digest (of the bytes written) and the time it took."""
+
+    path: Path
+    sha256: str
+    size: int
+    tensor_count: int
+    seconds: float
+
+
+def _positive_int(config: dict[str, Any], key: str) -> int:
+    value = config.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConvertError("unsupported_config")
+    return value
+
+
+def _number(value: Any) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise ConvertError("unsupported_config")
+    return float(value)
+
+
+def rope_theta(config: dict[str, Any]) -> float:
+    """RoPE base from ``rope_theta`` or ``rope_parameters``; scaled RoPE is refused.
+
+    transformers' default base is 10000 when neither is given.
+    """
+    scaling = config.get("rope_scaling")
+    params = config.get("rope_parameters")
+    if scaling is not None:
+        raise ConvertError("unsupported_config")
+    if params is not None:
+        if not isinstance(params, dict) or params.get("rope_type", "default") != "default":
+            raise ConvertError("unsupported_config")
+        if "rope_theta" in params:
+            return _number(params["rope_theta"])
+    return _number(config.get("rope_theta", 10000.0))
+
+
+def read_hparams(config: dict[str, Any]) -> HParams:
+    """Validate config.json for an architecture we convert; refuse what we do not."""
+    architectures = config.get("architectures")
+    key = (
+        config.get("model_type"),
+        tuple(architectures) if isinstance(architectures, list) else (),
+    )
+    arch = ARCHITECTURES.get(key)  # type: ignore[arg-type]
+    if arch is None:
+        raise ConvertError("unsupported_architecture")
+    if (
+        config.get("attention_bias", False) is not False
+        or config.get("mlp_bias", False) is not False
+        or config.get("hidden_act", "silu") != "silu"
+        or config.get("use_sliding_window", False) is not False
+        or any(kind != "full_attention" for kind in config.get("layer_types") or [])
+    ):
+        raise ConvertError("unsupported_config")
+    hidden = _positive_int(config, "hidden_size")
+    heads = _positive_int(config, "num_attention_heads")
+    kv_heads = (
+        _positive_int(config, "num_key_value_heads") if ("num_key_value_heads" in config) else heads
+    )
+    if "head_dim" in config and config["head_dim"] is not None:
+        head_dim = _positive_int(config, "head_dim")
+    elif hidden % heads == 0:
+        head_dim = hidden // heads
+    else:
+        raise ConvertError("unsupported_config")
+    if heads % kv_heads != 0 or head_dim % 2 != 0:
+        raise ConvertError("unsupported_config")
+    tied = config.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise ConvertError("unsupported_config")
+    return HParams(
+        arch=arch,
+        blocks=_positive_int(config, "num_hidden_layers"),
+        context=_positive_int(config, "max_position_embeddings"),
+        hidden=hidden,
+        ff=_positive_int(config, "intermediate_size"),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        rms_eps=_number(config.get("rms_norm_eps")),
+        rope_theta=rope_theta(config),
+        vocab_size=_positive_int(config, "vocab_size"),
+        tied=tied,
+    )
+
+
+def _parse(path: Path) -> dict[str, TensorEntry]:
+    try:
+        return parse_header(path).tensors
+    except HeaderError as exc:
+        raise ConvertError("source_header_invalid") from exc
+    except OSError as exc:
+        raise ConvertError("weights_missing") from exc
+
+
+def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
+    """Tensor name -> (file, entry) for a single file or a sharded checkpoint.
+
+    For shards, the index and the shard headers must agree exactly: a tensor in the
+    index but not in its shard, or in a shard but not in the index, is refused.
+    """
+    index_path = source / "model.safetensors.index.json"
+    if index_path.is_file():
+        try:
+            weight_map = load_json_object(index_path).get("weight_map")
+        except (OSError, ValueError, TypeError) as exc:
+            raise ConvertError("weights_index_invalid") from exc
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ConvertError("weights_index_invalid")
+        shards = sorted(set(weight_map.values()))
+        if not all(
+            isinstance(s, str) and "/" not in s and s.endswith(".safetensors") for s in shards
+        ):
+            raise ConvertError("weights_index_invalid")
+        found: dict[str, tuple[Path, TensorEntry]] = {}
+        for shard in shards:
+            for name, entry in _parse(source / shard).items():
+                if weight_map.get(name) != shard or name in found:
+                    raise ConvertError("weights_index_invalid")
+                found[name] = (source / shard, entry)
+        if set(found) != set(weight_map):
+            raise ConvertError("weights_index_invalid")
+        return found
+    single = source / "model.safetensors"
+    return {name: (single, entry) for name, entry in _parse(single).items()}
+
+
+def expected_source_shapes(hp: HParams) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Hugging Face tensor name -> (GGUF name, HF shape), in GGUF write order."""
+    plan: dict[str, tuple[str, tuple[int, ...]]] = {
+        "model.embed_tokens.weight": ("token_embd.weight", (hp.vocab_size, hp.hidden)),
+    }
+    q_rows, kv_rows = hp.heads * hp.head_dim, hp.kv_heads * hp.head_dim
+    shapes = {
+        "input_layernorm.weight": (hp.hidden,),
+        "self_attn.q_proj.weight": (q_rows, hp.hidden),
+        "self_attn.k_proj.weight": (kv_rows, hp.hidden),
+        "self_attn.v_proj.weight": (kv_rows, hp.hidden),
+        "self_attn.o_proj.weight": (hp.hidden, q_rows),
+        "self_attn.q_norm.weight": (hp.head_dim,),
+        "self_attn.k_norm.weight": (hp.head_dim,),
+        "post_attention_layernorm.weight": (hp.hidden,),
+        "mlp.gate_proj.weight": (hp.ff, hp.hidden),
+        "mlp.up_proj.weight": (hp.ff, hp.hidden),
+        "mlp.down_proj.weight": (hp.hidden, hp.ff),
+    }
+    for layer in range(hp.blocks):
+        for suffix, gguf_suffix in LAYER_TENSORS.items():
+            if suffix in QK_NORM and hp.arch != gguf.MODEL_ARCH.QWEN3:
+                continue
+            plan[f"model.layers.{layer}.{suffix}"] = (f"blk.{layer}.{gguf_suffix}", shapes[suffix])
+    plan["model.norm.weight"] = ("output_norm.weight", (hp.hidden,))
+    if not hp.tied:
+        plan["lm_head.weight"] = ("output.weight", (hp.vocab_size, hp.hidden))
+    return plan
+
+
+def output_qtype(shape: tuple[int, ...], outtype: OutType) -> Q:
+    """1-D tensors (norms) stay F32, as llama.cpp expects; rows Q8_0 cannot block
+    evenly fall back to F16, as ``convert_hf_to_gguf.py`` does."""
+    if len(shape) <= 1:
+        return Q.F32
+    qtype = OUTTYPES[outtype][0]
+    block = gguf.GGML_QUANT_SIZES[qtype][0]
+    if shape[-1] % block != 0:
+        return Q.F16
+    return qtype
+
+
+def plan_tensors(
+    hp: HParams, weights: dict[str, tuple[Path, TensorEntry]], outtype: OutType
+) -> tuple[TensorPlan, ...]:
+    """Map, check and order every source tensor; refuse unknown or missing ones."""
+    expected = expected_source_shapes(hp)
+    for name in weights:
+        if name in expected or name.endswith(IGNORED_SUFFIXES):
+            continue
+        if name == "lm_head.weight" and hp.tied:
+            continue  # tied embeddings: the output matrix is token_embd
+        raise ConvertError("unexpected_tensor")
+    plans: list[TensorPlan] = []
+    for name, (gguf_name, shape) in expected.items():
+        if name not in weights:
+            raise ConvertError("missing_tensor")
+        path, entry = weights[name]
+        if entry.shape != shape or entry.dtype not in ("F32", "F16", "BF16"):
+            raise ConvertError("tensor_shape_mismatch")
+        permute: int | None = None
+        if hp.arch == gguf.MODEL_ARCH.LLAMA and name.endswith("self_attn.q_proj.weight"):
+            permute = hp.heads
+        elif hp.arch == gguf.MODEL_ARCH.LLAMA and name.endswith("self_attn.k_proj.weight"):
+            permute = hp.kv_heads
+        plans.append(
+            TensorPlan(gguf_name, path, entry, shape, output_qtype(shape, outtype), permute)
+        )
+    return tuple(plans)
+
+
+def plan_conversion(source: Path, outtype: OutType) -> ConversionPlan:
+    """Read config, tokenizer and headers; decide every byte of metadata."""
+    if outtype not in OUTTYPES:
+        raise ConvertError("unsupported_outtype")
+    try:
+        config = load_json_object(source / "config.json")
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConvertError("config_unreadable") from exc
+    try:
+        tokenizer = load_json_object(source / "tokenizer.json")
+        tokenizer_config = load_json_object(source / "tokenizer_config.json")
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConvertError("tokenizer_unreadable") from exc
+    hp = read_hparams(config)
+    vocab = read_vocab(tokenizer, hp.vocab_size)
+    special = resolve_special(vocab, tokenizer_config, config)
+    template = chat_template(source, tokenizer_config)
+    tensors = plan_tensors(hp, load_weight_index(source), outtype)
+    return ConversionPlan(outtype, hp, vocab, special, template, tensors)
+
+
+def permute_qk(weights: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
+    """llama.cpp's Llama q/k permutation: HF's rotate-half layout to interleaved pairs."""
+    rows = weights.shape[0]
+    return (
+        weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+def _astype(dtype: str) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]:
+    return lambda values: np.ascontiguousarray(values, dtype=dtype)
+
+
+def _quantize(qtype: Q) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]:
+    return lambda values: np.ascontiguousarray(gguf.quants.quantize(values, qtype))
+
+
+# numpy's casts round to nearest even, like ggml's F16 conversion; BF16 and Q8_0 use
+# gguf.quants, which the parity tests show byte-exact with ggml_quantize_chunk.
+ENCODERS: dict[Q, Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]] = {
+    Q.F32: _astype("<f4"),
+    Q.F16: _astype("<f2"),
+    Q.BF16: _quantize(Q.BF16),
+    Q.Q8_0: _quantize(Q.Q8_0),
+}
+
+
+def encode(values: npt.NDArray[np.float32], qtype: Q) -> npt.NDArray[np.uint8]:
+    """Convert float32 values to the stored bytes of *qtype* (little-endian)."""
+    return ENCODERS[qtype](values).reshape(-1).view(np.uint8)
+
+
+def add_metadata(writer: gguf.GGUFWriter, plan: ConversionPlan) -> None:
+    """Every key llama.cpp reads for these architectures, in a fixed order."""
+    hp, vocab, special = plan.hparams, plan.vocab, plan.special
+    writer.add_type(gguf.GGUFType.MODEL)
+    writer.add_block_count(hp.blocks)
+    writer.add_context_length(hp.context)
+    writer.add_embedding_length(hp.hidden)
+    writer.add_feed_forward_length(hp.ff)
+    writer.add_head_count(hp.heads)
+    writer.add_head_count_kv(hp.kv_heads)
+    writer.add_rope_freq_base(hp.rope_theta)
+    writer.add_layer_norm_rms_eps(hp.rms_eps)
+    writer.add_key_length(hp.head_dim)
+    writer.add_value_length(hp.head_dim)
+    writer.add_file_type(OUTTYPES[plan.outtype][1])
+    if hp.arch == gguf.MODEL_ARCH.LLAMA:
+        writer.add_vocab_size(hp.vocab_size)
+        writer.add_rope_dimension_count(hp.head_dim)
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(vocab.pre)
+    writer.add_token_list(vocab.tokens)
+    writer.add_token_types(vocab.token_types)
+    writer.add_token_merges(vocab.merges)
+    writer.add_bos_token_id(special.bos)
+    writer.add_eos_token_id(special.eos)
+    if special.pad is not None:
+        writer.add_pad_token_id(special.pad)
+    writer.add_add_bos_token(special.add_bos)
+    writer.add_chat_template(plan.chat_template)
+
+
+class HashingFile(io.BufferedWriter):
+    """A buffered file that hashes and counts every byte written through it."""
+
+    def __init__(self, raw: io.FileIO) -> None:
+        super().__init__(raw)
+        self.digest = hashlib.sha256()
+        self.count = 0
+
+    def write(self, buffer: ReadableBuffer, /) -> int:
+        """Hash, count and write *buffer*."""
+        view = memoryview(buffer).cast("B")
+        self.digest.update(view)
+        self.count += len(view)
+        return super().write(view)
+
+
+class _StreamingWriter(gguf.GGUFWriter):
+    """GGUFWriter that writes its header through our hashing file.
+
+    We use it for metadata and tensor infos only; tensor data is written by
+    :func:`write_gguf`, one tensor at a time, after the header.
+    """
+
+    def __init__(self, sink: HashingFile, arch: str) -> None:
+        super().__init__(None, arch)
+        self._sink = sink
+
+    def open_output_file(self, path: Path | None = None) -> None:
+        """Attach the sink instead of opening a file by name."""
+        self.fout = [self._sink]
+        self.state = WriterState.EMPTY
+
+
+def _pad(sink: HashingFile, alignment: int) -> None:
+    sink.write(b"\0" * (-sink.count % alignment))
+
+
+def row_slices(tensor: TensorPlan, chunk_bytes: int) -> Iterator[npt.NDArray[np.float32]]:
+    """The tensor's float32 values, permuted if needed, in slices of whole rows.
+
+    Every output encoding is row-wise (Q8_0 blocks never cross a row), so encoding
+    the slices one after another gives the same bytes as encoding the whole tensor.
+    Permuted q/k tensors are read whole: the permutation moves rows within a head.
+    """
+    if tensor.permute_heads is not None:
+        values = read_f32(tensor.source_file, tensor.entry)
+        yield permute_qk(values, tensor.permute_heads)
+        return
+    if len(tensor.shape) == 1:
+        yield read_f32(tensor.source_file, tensor.entry)
+        return
+    rows = tensor.shape[0]
+    row_bytes = math.prod(tensor.shape[1:]) * 4
+    step = max(1, chunk_bytes // row_bytes)
+    for start in range(0, rows, step):
+        yield read_f32_rows(tensor.source_file, tensor.entry, start, min(rows, start + step))
+
+
+def write_gguf(
+    plan: ConversionPlan,
+    out_file: Path,
+    progress: Callable[[str], None] | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> tuple[str, int]:
+    """Write the GGUF to *out_file*; return (SHA-256, size) of the bytes written.
+
+    *progress* is called with each tensor's name after it is written (a CLI shows a
+    progress bar with it); an exception raised there aborts the write like any other.
+    """
+    with HashingFile(io.FileIO(out_file, "xb")) as sink:
+        writer = _StreamingWriter(sink, plan.hparams.arch_name)
+        add_metadata(writer, plan)
+        for tensor in plan.tensors:
+            writer.add_tensor_info(
+                tensor.name, tensor.shape, np.dtype(np.float32), tensor.nbytes, tensor.qtype
+            )
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        alignment = writer.data_alignment
+        for tensor in plan.tensors:
+            _pad(sink, alignment)
+            written = 0
+            for values in row_slices(tensor, chunk_bytes):
+                data = encode(values, tensor.qtype)
+                sink.write(data.data)
+                written += data.nbytes
+                del values, data
+            if written != tensor.nbytes:
+                raise RuntimeError("encoded size differs from the planned size")
+            if progress is not None:
+                progress(tensor.name)
+        _pad(sink, alignment)
+        sink.flush()
+        os.fsync(sink.fileno())
+        return sink.digest.hexdigest(), sink.count
+
+
+def convert(
+    source: Path,
+    target_dir: Path,
+    outtype: OutType,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> ConvertResult:
+    """Convert *source* into ``target_dir/model.gguf``, staged then renamed.
+
+    A non-empty *target_dir* is refused; a stale staging directory is removed; any
+    exception (KeyboardInterrupt included) removes the partial output.
+    """
+    started = time.perf_counter()
+    plan = plan_conversion(source, outtype)
+    target_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with staged_directory(target_dir) as stage:
+            digest, size = write_gguf(plan, stage / GGUF_NAME, progress)
+    except TargetExists as exc:
+        raise ConvertError("target_not_empty") from exc
+    elapsed = time.perf_counter() - started
+    return ConvertResult(target_dir / GGUF_NAME, digest, size, len(plan.tensors), elapsed)

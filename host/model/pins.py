@@ -1,0 +1,218 @@
+"""Pin tables: a source directory is exactly the files a table names, byte for byte.
+
+Why: a model directory is external input that our converter reads and (for some
+repositories) code a loader could import. Hash-pinning the files we read proves
+nothing if other files ride along, so the check is of the whole tree: every file
+must be named with its size and SHA-256; an unlisted file is refused (and named as
+importable when its suffix is one Python would import, STANDARDS.md section 4), any
+``__pycache__`` is refused (an unchecked ``.pyc`` runs in place of its source), and
+symlinks are refused (a pinned name must not point elsewhere). The configuration is
+then checked against the architecture the profile expects, so pins recorded for one
+model cannot silently stand in for another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from host.model.categories import PinError
+from host.model.keys import content_key
+
+CHUNK = 1 << 20
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+IMPORTABLE_SUFFIXES = tuple(
+    sorted(
+        set(
+            importlib.machinery.SOURCE_SUFFIXES
+            + importlib.machinery.BYTECODE_SUFFIXES
+            + importlib.machinery.EXTENSION_SUFFIXES
+        )
+    )
+)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One pinned file: its POSIX path relative to the root, size and SHA-256."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ExpectedArchitecture:
+    """What ``config.json`` must say: ``architectures``, ``model_type`` and any extra
+    fields the profile fixes (for example ``hidden_size``)."""
+
+    architectures: tuple[str, ...]
+    model_type: str
+    fields: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class PinReport:
+    """A verified source: its pins and the content key of the pin table."""
+
+    pins: tuple[Pin, ...]
+    table_digest: str
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """SHA-256 and byte count of *path*, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def table_digest(pins: Iterable[Pin]) -> str:
+    """Content key of a pin table: canonical JSON of its sorted rows."""
+    rows = sorted([p.name, p.size, p.sha256] for p in pins)
+    return content_key({"pins": rows})
+
+
+def _walk(root: Path) -> tuple[list[str], list[str]]:
+    """Regular files and ``__pycache__`` dirs under *root*; refuses symlinks and specials."""
+    files: list[str] = []
+    caches: list[str] = []
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                path = Path(entry.path)
+                mode = entry.stat(follow_symlinks=False).st_mode
+                relative = path.relative_to(root).as_posix()
+                if stat.S_ISLNK(mode):
+                    raise PinError("symlink")
+                if stat.S_ISDIR(mode):
+                    if entry.name == "__pycache__":
+                        caches.append(relative)
+                    pending.append(path)
+                elif stat.S_ISREG(mode):
+                    files.append(relative)
+                else:
+                    raise PinError("not_regular_file")
+    return sorted(files), caches
+
+
+def _check_table(table: Iterable[Pin]) -> dict[str, Pin]:
+    by_name: dict[str, Pin] = {}
+    for pin in table:
+        path = PurePosixPath(pin.name)
+        if (
+            not pin.name
+            or path.is_absolute()
+            or any(part in ("", ".", "..") for part in pin.name.split("/"))
+            or pin.name in by_name
+            or not isinstance(pin.size, int)
+            or pin.size < 0
+            or not _DIGEST.match(pin.sha256)
+        ):
+            raise PinError("pin_table_invalid")
+        by_name[pin.name] = pin
+    if not by_name:
+        raise PinError("pin_table_invalid")
+    return by_name
+
+
+def _is_importable(name: str) -> bool:
+    return name.endswith(IMPORTABLE_SUFFIXES)
+
+
+def check_architecture(config_bytes: bytes, expected: ExpectedArchitecture) -> None:
+    """Refuse a config whose architecture fields contradict the expectation."""
+    try:
+        config = json.loads(config_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PinError("config_unreadable") from exc
+    if not isinstance(config, dict):
+        raise PinError("config_unreadable")
+    if config.get("architectures") != list(expected.architectures):
+        raise PinError("config_architecture_mismatch")
+    if config.get("model_type") != expected.model_type:
+        raise PinError("config_architecture_mismatch")
+    for key, value in expected.fields:
+        if key not in config or config[key] != value:
+            raise PinError("config_architecture_mismatch")
+
+
+def verify_source(
+    root: Path, table: Iterable[Pin], expected: ExpectedArchitecture | None = None
+) -> PinReport:
+    """Verify *root* against *table*; return the report or raise a PinError.
+
+    ``config.json`` is parsed from the very bytes that were hashed, so the file
+    checked against the expectation is the file that was pinned.
+    """
+    by_name = _check_table(table)
+    if root.is_symlink():
+        raise PinError("symlink")
+    if not root.is_dir():
+        raise PinError("source_not_directory")
+    files, caches = _walk(root)
+    if caches:
+        raise PinError("pycache_present")
+    for name in files:
+        if name not in by_name:
+            raise PinError("unlisted_importable_file" if _is_importable(name) else "unlisted_file")
+    present = set(files)
+    for name, pin in sorted(by_name.items()):
+        if name not in present:
+            raise PinError("missing_file")
+        if (root / name).stat().st_size != pin.size:
+            raise PinError("size_mismatch")
+    config_bytes: bytes | None = None
+    for name, pin in sorted(by_name.items()):
+        if name == "config.json":
+            config_bytes = (root / name).read_bytes()
+            digest, size = hashlib.sha256(config_bytes).hexdigest(), len(config_bytes)
+        else:
+            digest, size = sha256_file(root / name)
+        if digest != pin.sha256 or size != pin.size:
+            raise PinError("digest_mismatch")
+    if expected is not None:
+        if config_bytes is None:
+            raise PinError("config_unreadable")
+        check_architecture(config_bytes, expected)
+    pins = tuple(by_name[name] for name in sorted(by_name))
+    return PinReport(pins, table_digest(pins))
+
+
+def pins_of(root: Path) -> list[Pin]:
+    """Record the pin table of *root* (what ``harness model pin`` prints)."""
+    files, caches = _walk(root)
+    if caches:
+        raise PinError("pycache_present")
+    pins: list[Pin] = []
+    for name in files:
+        digest, size = sha256_file(root / name)
+        pins.append(Pin(name, size, digest))
+    return pins
+
+
+def format_pins_toml(pins: Iterable[Pin]) -> str:
+    """The pin table as TOML ``[[model.pins]]`` rows, ready to paste into a profile."""
+    lines: list[str] = []
+    for pin in sorted(pins, key=lambda p: p.name):
+        lines += [
+            "[[model.pins]]",
+            f"name = {json.dumps(pin.name)}",
+            f"size = {pin.size}",
+            f'sha256 = "{pin.sha256}"',
+            "",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,234 @@
+"""Build the pinned llama-cpp-python wheel once per flavour, into a content-keyed folder.
+
+Why: llama-cpp-python compiles llama.cpp from its sdist (~7 minutes here), and the
+default native build uses AVX-512 and crashes on CPUs without it. We build a portable
+wheel once, keyed by the sdist digest, the flavour and the exact CMake arguments, and
+install offline from that folder afterwards. One folder per flavour, because pip picks
+silently between same-named wheels.
+
+Usage: ``python -m host.wheels build-llama --flavour host|guest [--cache-root DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, get_args
+
+from host.model.keys import content_key
+from receipts.staging import staged_directory
+
+Flavour = Literal["host", "guest"]
+Provenance = Literal["built_by_this_run", "adopted_from_cache"]
+WheelRefusal = Literal[
+    "sdist_missing",
+    "sdist_ambiguous",
+    "sdist_size_mismatch",
+    "sdist_digest_mismatch",
+    "download_failed",
+    "build_failed",
+    "wheel_missing",
+    "wheel_ambiguous",
+    "cache_entry_corrupt",
+]
+
+LLAMA_PACKAGE = "llama-cpp-python"
+LLAMA_VERSION = "0.3.36"
+LLAMA_SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+LLAMA_SDIST_SIZE = 76_589_250
+
+_PORTABLE = ("-DGGML_NATIVE=OFF", "-DLLAVA_BUILD=OFF")
+# The guest runs under TCG, where emulated AVX2 is slower than SSE4.2 (FIELD-NOTES).
+_SSE_ONLY = (
+    "-DGGML_AVX=OFF",
+    "-DGGML_AVX2=OFF",
+    "-DGGML_FMA=OFF",
+    "-DGGML_F16C=OFF",
+    "-DGGML_BMI2=OFF",
+)
+CMAKE_ARGS: dict[Flavour, tuple[str, ...]] = {
+    "host": _PORTABLE,
+    "guest": _PORTABLE + _SSE_ONLY,
+}
+_SIDECAR = "wheel.json"
+_CHUNK = 1 << 20
+
+
+class WheelBuildError(Exception):
+    """A refusal of the wheel builder, carrying one closed category."""
+
+    def __init__(self, category: WheelRefusal) -> None:
+        super().__init__(category)
+        self.category: WheelRefusal = category
+
+
+@dataclass(frozen=True)
+class WheelResult:
+    """Where the wheel is, what it hashes to, and whether this run built it."""
+
+    key: str
+    directory: Path
+    wheel: Path
+    sha256: str
+    size: int
+    provenance: Provenance
+    build_seconds: float | None
+
+
+def default_cache_root() -> Path:
+    """``~/.cache/harness/wheels``: one sub-folder per content key."""
+    return Path.home() / ".cache" / "harness" / "wheels"
+
+
+def build_key(flavour: Flavour) -> str:
+    """Content key of a build: sdist digest, flavour and exact CMake arguments."""
+    return content_key(
+        {
+            "package": LLAMA_PACKAGE,
+            "version": LLAMA_VERSION,
+            "sdist_sha256": LLAMA_SDIST_SHA256,
+            "flavour": flavour,
+            "cmake_args": list(CMAKE_ARGS[flavour]),
+        }
+    )
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """SHA-256 and size of a file, hashed in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def check_sdist(path: Path) -> None:
+    """Refuse an sdist whose size or SHA-256 differs from the pins."""
+    digest, size = sha256_file(path)
+    if size != LLAMA_SDIST_SIZE:
+        raise WheelBuildError("sdist_size_mismatch")
+    if digest != LLAMA_SDIST_SHA256:
+        raise WheelBuildError("sdist_digest_mismatch")
+
+
+def _only(paths: list[Path], missing: WheelRefusal, ambiguous: WheelRefusal) -> Path:
+    if not paths:
+        raise WheelBuildError(missing)
+    if len(paths) > 1:
+        raise WheelBuildError(ambiguous)
+    return paths[0]
+
+
+def _download_sdist(dest: Path) -> Path:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(dest),
+            f"{LLAMA_PACKAGE}=={LLAMA_VERSION}",
+        ],
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise WheelBuildError("download_failed")
+    return _only(sorted(dest.glob("*.tar.gz")), "sdist_missing", "sdist_ambiguous")
+
+
+def _build_wheel(sdist: Path, out: Path, flavour: Flavour) -> None:
+    env = dict(os.environ)
+    env["CMAKE_ARGS"] = " ".join(CMAKE_ARGS[flavour])
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(sdist)],
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise WheelBuildError("build_failed")
+
+
+def _adopt(key: str, directory: Path) -> WheelResult:
+    """Re-hash a cached wheel against the digest recorded when it was built."""
+    wheel = _only(sorted(directory.glob("*.whl")), "wheel_missing", "wheel_ambiguous")
+    try:
+        recorded = json.loads((directory / _SIDECAR).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise WheelBuildError("cache_entry_corrupt") from exc
+    digest, size = sha256_file(wheel)
+    if recorded.get("sha256") != digest:
+        raise WheelBuildError("cache_entry_corrupt")
+    if recorded.get("key") != key or recorded.get("wheel") != wheel.name:
+        raise WheelBuildError("cache_entry_corrupt")
+    return WheelResult(key, directory, wheel, digest, size, "adopted_from_cache", None)
+
+
+def build_llama(flavour: Flavour, cache_root: Path | None = None) -> WheelResult:
+    """Return the flavour's wheel, building it only when its folder has none."""
+    root = cache_root if cache_root is not None else default_cache_root()
+    key = build_key(flavour)
+    directory = root / key
+    if directory.is_dir() and any(directory.glob("*.whl")):
+        return _adopt(key, directory)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="harness-sdist-") as tmp:
+        sdist = _download_sdist(Path(tmp))
+        check_sdist(sdist)
+        root.mkdir(parents=True, exist_ok=True)
+        with staged_directory(directory) as stage:
+            _build_wheel(sdist, stage, flavour)
+            wheel = _only(sorted(stage.glob("*.whl")), "wheel_missing", "wheel_ambiguous")
+            digest, size = sha256_file(wheel)
+            sidecar = {"key": key, "wheel": wheel.name, "sha256": digest, "size": size}
+            (stage / _SIDECAR).write_text(json.dumps(sidecar, sort_keys=True) + "\n")
+    elapsed = time.monotonic() - started
+    final = directory / wheel.name
+    return WheelResult(key, directory, final, digest, size, "built_by_this_run", elapsed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry: print the result as one JSON line; refusals exit 1 with a category."""
+    parser = argparse.ArgumentParser(prog="python -m host.wheels")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build-llama", help="build the pinned llama-cpp-python wheel")
+    build.add_argument("--flavour", choices=get_args(Flavour), required=True)
+    build.add_argument("--cache-root", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        result = build_llama(args.flavour, args.cache_root)
+    except WheelBuildError as exc:
+        print(f"build-llama: refused: {exc.category}", file=sys.stderr)
+        return 1
+    print(
+        json.dumps(
+            {
+                "key": result.key,
+                "wheel": str(result.wheel),
+                "sha256": result.sha256,
+                "size": result.size,
+                "provenance": result.provenance,
+                "build_seconds": result.build_seconds,
+            },
+            sort_keys=True,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""Fixtures: the tiny GGUF (synthesized once per session) and real worker processes.
+
+Workers run as `python -m guest.worker serve` subprocesses on a Unix socket (and
+127.0.0.1 when asked), with one llama.cpp thread, exactly as the orchestrator runs them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from host.model.convert import convert
+from host.model.synth import synthesize_tiny
+
+MODEL_ID = "tiny"
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class Gguf:
+    path: Path
+    sha256: str
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Gguf:
+    root = tmp_path_factory.mktemp("worker-model")
+    synthesize_tiny(root / "checkpoint")
+    result = convert(root / "checkpoint", root / "gguf", "f32")
+    assert hashlib.sha256(result.path.read_bytes()).hexdigest() == result.sha256
+    return Gguf(result.path, result.sha256)
+
+
+@dataclass
+class Worker:
+    """A running worker process and clients for it."""
+
+    proc: subprocess.Popen[bytes]
+    socket: Path
+    records_file: Path
+    port: int | None
+    stderr_file: Path
+    clients: list[httpx2.Client] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def client(self, timeout: float = 60.0) -> httpx2.Client:
+        c = httpx2.Client(
+            transport=httpx2.HTTPTransport(uds=str(self.socket)),
+            base_url="http://worker",
+            timeout=timeout,
+        )
+        self.clients.append(c)
+        return c
+
+    def records(self) -> list[dict[str, Any]]:
+        with self.client() as c:
+            response = c.get("/v1/harness/records")
+        assert response.status_code == 200
+        records: list[dict[str, Any]] = response.json()["records"]
+        return records
+
+    def file_records(self) -> list[dict[str, Any]]:
+        text = self.records_file.read_text() if self.records_file.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+
+    def stop(self) -> int:
+        for c in self.clients:
+            c.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_worker(gguf: Gguf, directory: Path, *extra: str, port: bool = False) -> Worker:
+    """Start a worker and wait for its ready line (30 s at most)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    sock = directory / "api.sock"
+    records = directory / "records.jsonl"
+    stderr_file = directory / "stderr.log"
+    args = [
+        sys.executable, "-m", "guest.worker", "serve",
+        "--model", str(gguf.path), "--sha256", gguf.sha256,
+        "--socket", str(sock), "--threads", "1", "--model-id", MODEL_ID,
+        "--records", str(records), *extra,
+    ]  # fmt: skip
+    if port:
+        args += ["--port", "0"]
+    with stderr_file.open("wb") as err:
+        proc = subprocess.Popen(
+            args,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    line = b""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line or proc.poll() is not None:
+            break
+    if not line:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("worker did not become ready")
+    ready = json.loads(line)
+    assert ready["ready"] is True
+    return Worker(proc, sock, records, ready["port"], stderr_file)
+
+
+@pytest.fixture
+def worker_factory(tiny_gguf: Gguf, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    """Start workers with extra CLI arguments; all are stopped at teardown."""
+    started: list[Worker] = []
+    counter = iter(range(100))
+
+    def make(*extra: str, port: bool = False) -> Worker:
+        w = start_worker(tiny_gguf, tmp_path / f"w{next(counter)}", *extra, port=port)
+        started.append(w)
+        return w
+
+    yield make
+    for w in started:
+        w.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_worker(tiny_gguf: Gguf, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    """One worker for the tests of a module that do not disturb it."""
+    w = start_worker(tiny_gguf, tmp_path_factory.mktemp("shared"), "--context", "4096", port=True)
+    yield w
+    w.stop()
+
+
+READ_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "read",
+        "description": "Read a file",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "filePath": {"type": "string", "maxLength": 24},
+                "offset": {"type": "integer", "minimum": 0, "maximum": 100000},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+            },
+            "required": ["filePath"],
+            "additionalProperties": False,
+        },
+    },
+}
+EDIT_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "edit",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "filePath": {"type": "string", "minLength": 1, "maxLength": 16},
+                "mode": {"enum": ["replace", "append", 3, None]},
+                "lines": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": -40, "maximum": 7},
+                    "minItems": 1,
+                    "maxItems": 3,
+                },
+                "replaceAll": {"type": "boolean"},
+                "ratio": {"type": "number"},
+                "meta": {
+                    "type": "object",
+                    "properties": {"tag": {"type": ["string", "null"], "maxLength": 8}},
+                    "required": ["tag"],
+                },
+            },
+            "required": ["filePath", "lines"],
+        },
+    },
+}
+FINISH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {"name": "finish", "parameters": {"type": "object", "properties": {}}},
+}
+TOOLS = [READ_TOOL, EDIT_TOOL, FINISH_TOOL]

@@ -1,0 +1,176 @@
+"""Content-keyed model cache: build, adopt, and refuse corrupted entries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from host.model.cache import ENTRY_NAME, adopt, cache_inputs, cache_key, prepare_model
+from host.model.categories import CacheError, PinError, VerifyError
+from host.model.convert import CONVERTER_VERSION, GGUF_NAME
+from host.model.pins import ExpectedArchitecture, pins_of, table_digest
+
+QWEN3 = ExpectedArchitecture(("Qwen3ForCausalLM",), "qwen3")
+Copy = Callable[[Path], Path]
+
+
+def test_key_is_sha256_of_canonical_inputs() -> None:
+    digest = "a" * 64
+    inputs = cache_inputs(digest, "bf16")
+    assert inputs == {
+        "converter_version": CONVERTER_VERSION,
+        "outtype": "bf16",
+        "source_pins_sha256": digest,
+    }
+    text = json.dumps(inputs, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    assert cache_key(digest, "bf16") == hashlib.sha256(text.encode()).hexdigest()
+    assert cache_key(digest, "f16") != cache_key(digest, "bf16")
+    assert cache_key("b" * 64, "bf16") != cache_key(digest, "bf16")
+
+
+def test_build_then_adopt(tmp_path: Path, tiny_dir: Path) -> None:
+    pins = pins_of(tiny_dir)
+    built = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path)
+    assert built.provenance == "built_by_this_run"
+    assert built.key == cache_key(table_digest(pins), "q8_0")
+    assert built.directory == tmp_path / built.key
+    assert sorted(p.name for p in built.directory.iterdir()) == [ENTRY_NAME, GGUF_NAME]
+    assert hashlib.sha256(built.gguf_path.read_bytes()).hexdigest() == built.sha256
+    assert [p.name for p in tmp_path.iterdir()] == [built.key]  # no staging left
+    record = json.loads((built.directory / ENTRY_NAME).read_text())
+    assert record["gguf"] == {"name": GGUF_NAME, "sha256": built.sha256, "size": built.size}
+    again = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path)
+    assert again.provenance == "adopted_from_cache"
+    assert (again.key, again.sha256, again.size) == (built.key, built.sha256, built.size)
+
+
+def test_other_outtype_other_entry(tmp_path: Path, tiny_dir: Path) -> None:
+    pins = pins_of(tiny_dir)
+    a = prepare_model(tiny_dir, pins, "f16", cache_root=tmp_path)
+    b = prepare_model(tiny_dir, pins, "bf16", cache_root=tmp_path)
+    assert a.key != b.key
+    assert b.provenance == "built_by_this_run"
+
+
+def _built(tmp_path: Path, tiny_dir: Path) -> tuple[Path, str]:
+    result = prepare_model(tiny_dir, pins_of(tiny_dir), "f32", cache_root=tmp_path)
+    return result.directory, result.key
+
+
+def _refused(tmp_path: Path, tiny_dir: Path) -> str:
+    with pytest.raises(CacheError) as info:
+        prepare_model(tiny_dir, pins_of(tiny_dir), "f32", cache_root=tmp_path)
+    return info.value.category
+
+
+def test_corrupted_gguf_is_refused_never_used(tmp_path: Path, tiny_dir: Path) -> None:
+    directory, _ = _built(tmp_path, tiny_dir)
+    gguf_path = directory / GGUF_NAME
+    data = bytearray(gguf_path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    gguf_path.write_bytes(bytes(data))
+    assert _refused(tmp_path, tiny_dir) == "cache_entry_corrupt"
+    assert gguf_path.read_bytes() == bytes(data)  # left for inspection, not rebuilt over
+
+
+def test_truncated_gguf_is_refused(tmp_path: Path, tiny_dir: Path) -> None:
+    directory, _ = _built(tmp_path, tiny_dir)
+    gguf_path = directory / GGUF_NAME
+    gguf_path.write_bytes(gguf_path.read_bytes()[:-32])
+    assert _refused(tmp_path, tiny_dir) == "cache_entry_corrupt"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["not json", '{"schema": "harness.model-cache-entry/1"}', "wrong-key", "wrong-schema"],
+)
+def test_damaged_record_is_refused(tmp_path: Path, tiny_dir: Path, damage: str) -> None:
+    directory, _ = _built(tmp_path, tiny_dir)
+    entry = directory / ENTRY_NAME
+    record = json.loads(entry.read_text())
+    if damage == "wrong-key":
+        record["key"] = "0" * 64
+        entry.write_text(json.dumps(record))
+    elif damage == "wrong-schema":
+        record["schema"] = "harness.model-cache-entry/0"
+        entry.write_text(json.dumps(record))
+    else:
+        entry.write_text(damage)
+    assert _refused(tmp_path, tiny_dir) == "cache_entry_corrupt"
+
+
+def test_incomplete_entry_is_refused(tmp_path: Path, tiny_dir: Path) -> None:
+    directory, key = _built(tmp_path, tiny_dir)
+    (directory / ENTRY_NAME).unlink()
+    assert _refused(tmp_path, tiny_dir) == "cache_entry_incomplete"
+    (directory / "extra").write_text("x")
+    with pytest.raises(CacheError) as info:
+        adopt(directory, key)
+    assert info.value.category == "cache_entry_incomplete"
+
+
+def test_symlinked_gguf_is_refused(tmp_path: Path, tiny_dir: Path) -> None:
+    directory, _ = _built(tmp_path, tiny_dir)
+    gguf_path = directory / GGUF_NAME
+    moved = tmp_path / "elsewhere.gguf"
+    gguf_path.rename(moved)
+    gguf_path.symlink_to(moved)
+    assert _refused(tmp_path, tiny_dir) == "cache_entry_corrupt"
+
+
+def test_empty_entry_dir_is_built_into(tmp_path: Path, tiny_dir: Path) -> None:
+    key = cache_key(table_digest(pins_of(tiny_dir)), "f32")
+    (tmp_path / key).mkdir()
+    result = prepare_model(tiny_dir, pins_of(tiny_dir), "f32", cache_root=tmp_path)
+    assert result.provenance == "built_by_this_run"
+
+
+def test_pin_refusal_comes_first(tmp_path: Path, tiny_dir: Path, copy_of: Copy) -> None:
+    root = copy_of(tiny_dir)
+    pins = pins_of(root)
+    (root / "extra.py").write_text("")
+    with pytest.raises(PinError):
+        prepare_model(root, pins, "f32", cache_root=tmp_path)
+    assert list(tmp_path.iterdir()) == [root]  # nothing cached
+
+
+def test_failed_verification_leaves_no_entry(tmp_path: Path, tiny_dir: Path, copy_of: Copy) -> None:
+    """A GGUF that fails verification never becomes a cache entry.
+
+    The config changes after the converter read it (from the progress hook), so the
+    verifier, which re-reads the source, refuses the staged GGUF.
+    """
+    root = copy_of(tiny_dir)
+    config = root / "config.json"
+    cache = tmp_path / "cache"
+
+    def tamper(name: str) -> None:
+        if name == "output_norm.weight":
+            text = config.read_bytes()
+            config.write_bytes(text.replace(b'"max_position_embeddings"', b'"max_pos"'))
+
+    with pytest.raises(VerifyError) as info:
+        prepare_model(root, pins_of(root), "f32", cache_root=cache, progress=tamper)
+    assert info.value.category == "source_unreadable"
+    assert list(cache.iterdir()) == []
+
+
+def test_source_changed_during_conversion_is_caught_by_repinning(
+    tmp_path: Path, tiny_dir: Path, copy_of: Copy
+) -> None:
+    root = copy_of(tiny_dir)
+    pins = pins_of(root)
+    cache = tmp_path / "cache"
+
+    def add_file(name: str) -> None:
+        if name == "output_norm.weight":
+            (root / "late.txt").write_text("arrived while converting")
+
+    with pytest.raises(PinError) as info:
+        prepare_model(root, pins, "f32", cache_root=cache, progress=add_file)
+    assert info.value.category == "unlisted_file"
+    assert list(cache.iterdir()) == []

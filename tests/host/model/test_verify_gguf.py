@@ -1,0 +1,246 @@
+"""GGUF verification: each refusal on a GGUF damaged in exactly one way."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from host.model.categories import VerifyError
+from host.model.convert import convert, plan_conversion
+from host.model.verify_gguf import check_tensors, expected_metadata, permutation_rows, verify_gguf
+from tests.host.model.helpers import edit_json
+
+V = gguf.GGUFValueType
+Q = gguf.GGMLQuantizationType
+Copy = Callable[[Path], Path]
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> Path:
+    """The tiny model at q8_0 (module-wide, read-only by convention)."""
+    return convert(tiny_dir, tmp_path_factory.mktemp("gguf") / "out", "q8_0").path
+
+
+def _refused(path: Path, source: Path, outtype: Any = "q8_0", sha: str | None = None) -> str:
+    with pytest.raises(VerifyError) as info:
+        verify_gguf(path, source, outtype, expected_sha256=sha)
+    return info.value.category
+
+
+def rewrite(
+    source: Path,
+    target: Path,
+    *,
+    drop_keys: tuple[str, ...] = (),
+    set_keys: dict[str, tuple[Any, V, V | None]] | None = None,
+    drop_tensors: tuple[str, ...] = (),
+    add_tensors: dict[str, npt.NDArray[Any]] | None = None,
+    replace_tensors: dict[str, npt.NDArray[Any]] | None = None,
+) -> Path:
+    """Copy a GGUF through GGUFReader/GGUFWriter with exactly the given changes."""
+    reader = gguf.GGUFReader(source)
+    arch = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(target, arch)
+    writer.kv_data[0].clear()  # the constructor pre-adds general.architecture
+    changes = dict(set_keys or {})
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name in drop_keys:
+            continue
+        if name in changes:
+            value, vtype, sub = changes.pop(name)
+            writer.add_key_value(name, value, vtype, sub)
+            continue
+        sub_type = field.types[-1] if field.types[0] == V.ARRAY else None
+        writer.add_key_value(name, field.contents(), field.types[0], sub_type)
+    for name, (value, vtype, sub) in changes.items():
+        writer.add_key_value(name, value, vtype, sub)
+    for tensor in reader.tensors:
+        if tensor.name in drop_tensors:
+            continue
+        if replace_tensors and tensor.name in replace_tensors:
+            writer.add_tensor(tensor.name, replace_tensors[tensor.name])
+            continue
+        writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
+    for name, array in (add_tensors or {}).items():
+        writer.add_tensor(name, array)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
+
+
+def test_faithful_rewrite_verifies(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    """Control for the helper: an unchanged rewrite is byte-identical and verifies."""
+    copy = rewrite(converted, tmp_path / "same.gguf")
+    assert copy.read_bytes() == converted.read_bytes()
+    verify_gguf(copy, tiny_dir, "q8_0")
+
+
+def test_corrupt_tensor_byte(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "bad.gguf"
+    shutil.copy(converted, path)
+    tensor = next(t for t in gguf.GGUFReader(converted).tensors if t.name == "blk.1.ffn_up.weight")
+    with path.open("r+b") as handle:
+        handle.seek(tensor.data_offset + 100)
+        byte = handle.read(1)
+        handle.seek(tensor.data_offset + 100)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    assert _refused(path, tiny_dir) == "tensor_data_mismatch"
+
+
+def test_corrupt_f32_norm_by_one_ulp(tiny_dir: Path, tmp_path: Path) -> None:
+    good = convert(tiny_dir, tmp_path / "f32", "f32").path
+    reader = gguf.GGUFReader(good)
+    norm = next(t for t in reader.tensors if t.name == "blk.0.attn_q_norm.weight")
+    values = np.array(norm.data).copy()
+    values[3] = np.nextafter(values[3], np.float32(2.0))
+    bad = rewrite(good, tmp_path / "ulp.gguf", replace_tensors={norm.name: values})
+    assert _refused(bad, tiny_dir, "f32") == "tensor_data_mismatch"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "qwen3.attention.key_length",
+        "qwen3.rope.freq_base",
+        "tokenizer.ggml.pre",
+        "tokenizer.ggml.token_type",
+        "tokenizer.ggml.padding_token_id",
+        "tokenizer.chat_template",
+        "general.file_type",
+    ],
+)
+def test_dropped_key(converted: Path, tiny_dir: Path, tmp_path: Path, key: str) -> None:
+    bad = rewrite(converted, tmp_path / "drop.gguf", drop_keys=(key,))
+    assert _refused(bad, tiny_dir) == "metadata_missing"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("qwen3.rope.freq_base", 10000.0, V.FLOAT32, None),
+        ("qwen3.attention.key_length", 16, V.UINT32, None),
+        ("qwen3.block_count", 2, V.UINT64, None),
+        ("qwen3.attention.layer_norm_rms_epsilon", 1e-5, V.FLOAT32, None),
+        ("tokenizer.ggml.pre", "llama-bpe", V.STRING, None),
+        ("tokenizer.ggml.eos_token_id", 1019, V.UINT32, None),
+        ("tokenizer.ggml.add_bos_token", True, V.BOOL, None),
+        ("general.file_type", 1, V.UINT32, None),
+        ("tokenizer.ggml.token_type", [1] * 1024, V.ARRAY, V.INT32),
+    ],
+    ids=["rope", "key-length", "wrong-int-type", "eps", "pre", "eos", "add-bos", "ftype", "types"],
+)
+def test_wrong_value(
+    converted: Path, tiny_dir: Path, tmp_path: Path, change: tuple[str, Any, V, V | None]
+) -> None:
+    key, value, vtype, sub = change
+    bad = rewrite(converted, tmp_path / "set.gguf", set_keys={key: (value, vtype, sub)})
+    assert _refused(bad, tiny_dir) == "metadata_mismatch"
+
+
+def test_unexpected_key(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    bad = rewrite(
+        converted, tmp_path / "extra.gguf", set_keys={"general.name": ("x", V.STRING, None)}
+    )
+    assert _refused(bad, tiny_dir) == "metadata_unexpected"
+
+
+def test_missing_tensor(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    bad = rewrite(converted, tmp_path / "drop.gguf", drop_tensors=("blk.1.attn_k_norm.weight",))
+    assert _refused(bad, tiny_dir) == "tensor_missing"
+
+
+def test_extra_tensor(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    extra = {"output.weight": np.zeros((1024, 64), dtype=np.float32)}
+    bad = rewrite(converted, tmp_path / "add.gguf", add_tensors=extra)
+    assert _refused(bad, tiny_dir) == "tensor_unexpected"
+
+
+def test_wrong_shape(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    reader = gguf.GGUFReader(converted)
+    norm = next(t for t in reader.tensors if t.name == "output_norm.weight")
+    reshaped = np.array(norm.data).reshape(2, 32)
+    bad = rewrite(converted, tmp_path / "shape.gguf", replace_tensors={norm.name: reshaped})
+    assert _refused(bad, tiny_dir) == "tensor_shape_mismatch"
+
+
+def test_wrong_storage_type(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    reader = gguf.GGUFReader(converted)
+    norm = next(t for t in reader.tensors if t.name == "output_norm.weight")
+    as_f16 = np.array(norm.data).astype(np.float16)
+    bad = rewrite(converted, tmp_path / "f16.gguf", replace_tensors={norm.name: as_f16})
+    assert _refused(bad, tiny_dir) == "tensor_dtype_mismatch"
+
+
+def test_file_of_other_outtype(converted: Path, tiny_dir: Path) -> None:
+    assert _refused(converted, tiny_dir, "f16") == "metadata_mismatch"
+
+
+def test_digest_mismatch(converted: Path, tiny_dir: Path) -> None:
+    assert _refused(converted, tiny_dir, sha="0" * 64) == "digest_mismatch"
+
+
+@pytest.mark.parametrize("keep", [0, 10, 2000], ids=["empty", "magic", "mid-metadata"])
+def test_truncated_file_unreadable(
+    converted: Path, tiny_dir: Path, tmp_path: Path, keep: int
+) -> None:
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(converted.read_bytes()[:keep])
+    assert _refused(path, tiny_dir) == "gguf_unreadable"
+
+
+def test_not_a_gguf(tiny_dir: Path) -> None:
+    assert _refused(tiny_dir / "model.safetensors", tiny_dir) == "gguf_unreadable"
+
+
+def test_source_unreadable(converted: Path, tiny_dir: Path, copy_of: Copy) -> None:
+    root = copy_of(tiny_dir)
+    (root / "model.safetensors").unlink()
+    assert _refused(converted, root) == "source_unreadable"
+
+
+def test_source_config_lacks_field(converted: Path, tiny_dir: Path, copy_of: Copy) -> None:
+    root = copy_of(tiny_dir)
+    edit_json(root / "config.json", lambda c: c.pop("max_position_embeddings"))
+    assert _refused(converted, root) == "source_unreadable"
+
+
+def test_source_differs_from_converted(converted: Path, llama_dir: Path) -> None:
+    assert _refused(converted, llama_dir) == "metadata_missing"  # llama.* keys absent
+
+
+def test_permutation_rows_match_reshape_formulation() -> None:
+    """The verifier's index formula equals llama.cpp's reshape/swapaxes permutation."""
+    for heads, head_dim in ((4, 16), (2, 32), (8, 8)):
+        rows = heads * head_dim
+        reference = np.arange(rows).reshape(heads, 2, head_dim // 2).swapaxes(1, 2).reshape(rows)
+        assert np.array_equal(permutation_rows(rows, heads), reference)
+
+
+def test_config_field_missing_when_deriving_expectations(tiny_dir: Path) -> None:
+    """The config is re-read for expectations; if it lost a field since, refuse."""
+    plan = plan_conversion(tiny_dir, "f32")
+    with pytest.raises(VerifyError) as info:
+        expected_metadata({"model_type": "qwen3"}, plan)
+    assert info.value.category == "source_unreadable"
+
+
+def test_source_tensor_unreadable_while_comparing(
+    tiny_dir: Path, copy_of: Copy, converted: Path
+) -> None:
+    """The source shrank after planning: the data comparison refuses, never guesses."""
+    root = copy_of(tiny_dir)
+    plan = plan_conversion(root, "q8_0")
+    weights = root / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(VerifyError) as info:
+        check_tensors(gguf.GGUFReader(converted), plan)
+    assert info.value.category == "source_unreadable"
