@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from receipts.records.base import Part, Record
-from receipts.types import ByteCount, Count, Millis, Provenance, Sha256Hex, Version
+from receipts.types import ByteCount, Count, Millis, Provenance, Sha256Hex
+
+ConverterId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9./=+ -]{0,63}$")]
+"""The converter's fixed identifier, e.g. `harness-convert/1 gguf==0.19.0`."""
 
 ModelCategory = Literal[
     "ok",
@@ -48,7 +51,7 @@ class ModelRecord(Record):
     pin_sha256: Sha256Hex | None
     """Digest of the canonical pin table the source was verified against."""
     conversion: Literal["converted", "none"]
-    converter_version: Version | None
+    converter_version: ConverterId | None
     file_type: GgufFileType | None
     tensors: TensorCounts | None
     gguf_size_bytes: ByteCount | None

