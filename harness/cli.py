@@ -7,10 +7,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from harness.commands import audit, dispatch, doctor, model, profiles, schema, trial, view
+from harness.commands import audit, dispatch, doctor, gc, model, profiles, schema, trial, view
 from receipts.log import configure_logging
 
-COMMANDS = (trial, audit, view, model, dispatch, profiles, doctor, schema)
+COMMANDS = (trial, audit, view, model, dispatch, profiles, doctor, gc, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:
