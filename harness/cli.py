@@ -7,10 +7,22 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from harness.commands import audit, dispatch, doctor, gc, model, profiles, schema, trial, view
+from harness.commands import (
+    audit,
+    dispatch,
+    doctor,
+    gc,
+    image,
+    model,
+    profiles,
+    schema,
+    trial,
+    view,
+    worker,
+)
 from receipts.log import configure_logging
 
-COMMANDS = (trial, audit, view, model, dispatch, profiles, doctor, gc, schema)
+COMMANDS = (trial, audit, view, model, image, dispatch, worker, profiles, doctor, gc, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

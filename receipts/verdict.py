@@ -76,7 +76,7 @@ def derive_verdict(records: RecordSet) -> Verdict:
     worker_oom = records.worker.oom_kills if records.worker else 0
     if vm_oom or worker_oom:
         return "failed_oom"
-    if vm_oom is None:
+    if vm_oom is None or worker_oom is None:
         return "evidence_incomplete"
     assert records.verification is not None  # a required stage, checked above
     return "accepted" if records.verification.result == "passed" else "task_incomplete"

@@ -1,21 +1,92 @@
-"""`harness trial`: the whole pipeline. Not built yet; it says so rather than pretend."""
+"""`harness trial --profile NAME [--task ID] [--agent model|scripted:FILE] [--out DIR] ...`.
+
+Exit status reflects the verdict: 0 accepted, 1 task_incomplete, 3 any failed_* or
+evidence_incomplete verdict, 2 usage or an input that cannot be read, 4 when the
+receipt the trial wrote does not audit as valid (a harness defect, never hidden).
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+from pathlib import Path
+
+from harness.profiles import ProfileError, load_profile
+from harness.trial.pipeline import TrialOptions, run_trial
+from receipts.canonical import canonical
+
+EXIT_ACCEPTED, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_FAILED, EXIT_INVALID_RECEIPT = 0, 1, 2, 3, 4
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("trial", help="run one trial end to end (not yet available)")
+    parser = subparsers.add_parser("trial", help="run one trial end to end")
     parser.add_argument("--profile", required=True)
+    parser.add_argument("--task", help="default: the profile's default task")
+    parser.add_argument("--agent", default="model", help="model | scripted:FILE")
+    parser.add_argument("--out", type=Path, default=Path("receipts-out"))
+    parser.add_argument("--backend", choices=("qemu", "libvirt"), default="qemu")
+    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
+    parser.add_argument("--dispatch", type=Path, metavar="FILE")
+    parser.add_argument("--json", action="store_true")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print(
-        f"harness trial: not yet: the trial pipeline is not built (profile {args.profile!r} "
-        "was not run); see the open issues",
-        file=sys.stderr,
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        print(f"harness trial: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    script: Path | None = None
+    if args.agent.startswith("scripted:"):
+        script = Path(args.agent.removeprefix("scripted:"))
+        if not script.is_file():
+            print("harness trial: the script file is not readable", file=sys.stderr)
+            return EXIT_USAGE
+    elif args.agent != "model":
+        print("harness trial: --agent must be 'model' or 'scripted:FILE'", file=sys.stderr)
+        return EXIT_USAGE
+    elif args.backend == "libvirt":
+        print("harness trial: not yet: the libvirt backend is not built", file=sys.stderr)
+        return EXIT_USAGE
+    if script is None and profile.worker.placement == "guest":
+        print(
+            "harness trial: not yet: worker placement 'guest' is not built (its guest-flavour "
+            "llama.cpp wheel is not); use placement 'host' or 'auto' under TCG",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    options = TrialOptions(
+        profile=profile,
+        task=args.task or profile.agent.default_task,
+        script=script,
+        out_dir=args.out,
+        backend=args.backend,
+        accel=args.accel,
+        dispatch=args.dispatch,
     )
-    return 3
+    result = asyncio.run(run_trial(options))
+    if args.json:
+        sys.stdout.write(
+            canonical(
+                {
+                    "verdict": result.verdict,
+                    "receipt": str(result.receipt),
+                    "receipt_id": result.bundle.receipt_id,
+                    "zip_sha256": result.bundle.zip_sha256,
+                    "valid": result.valid,
+                }
+            ).decode()
+            + "\n"
+        )
+    else:
+        print(f"verdict     {result.verdict}")
+        print(f"receipt     {result.receipt}")
+        print(f"receipt id  {result.bundle.receipt_id}")
+        print(f"zip sha256  {result.bundle.zip_sha256}")
+    if not result.valid:
+        return EXIT_INVALID_RECEIPT
+    if result.verdict == "accepted":
+        return EXIT_ACCEPTED
+    return EXIT_INCOMPLETE if result.verdict == "task_incomplete" else EXIT_FAILED

@@ -193,7 +193,7 @@ def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
     vm, worker = records.vm, records.worker
     if vm is not None and (vm.category == "oom_killed") and not vm.oom_kills:
         ctx.add("consistency", "oom", "oom_inconsistent", "vm.json")
-    if worker is not None and (worker.category == "oom_killed") and worker.oom_kills == 0:
+    if worker is not None and (worker.category == "oom_killed") and not worker.oom_kills:
         ctx.add("consistency", "oom", "oom_inconsistent", "worker.json")
 
 

@@ -86,7 +86,8 @@ class WorkerRecord(Record):
     refused: Count
     prompt_tokens_total: Count
     completion_tokens_total: Count
-    oom_kills: Count
+    oom_kills: Count | None
+    """OOM kills in the worker's cgroup; None when it could not be read."""
     peak_rss_bytes: ByteCount | None
     load_ms: Millis
     duration_ms: Millis

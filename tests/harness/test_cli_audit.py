@@ -72,7 +72,10 @@ def test_usage_error_exits_two() -> None:
     assert run("audit", "--bogus", "x.zip").returncode == 2
 
 
-def test_trial_says_not_yet() -> None:
-    result = run("trial", "--profile", "smollm2")
-    assert result.returncode != 0
-    assert result.stderr.startswith("harness trial: not yet")
+def test_trial_usage_errors_are_one_line_and_exit_two() -> None:
+    bad_agent = run("trial", "--profile", "tiny", "--agent", "human")
+    assert bad_agent.returncode == 2
+    assert bad_agent.stderr.startswith("harness trial: --agent must be")
+    unknown = run("trial", "--profile", "nope")
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("harness trial: profile nope: not found")

@@ -1,0 +1,45 @@
+"""Resources a trial owns, released in reverse order, one cleanup receipt each.
+
+Each resource registers its release when it is acquired (STANDARDS.md §10). Release
+never raises: a release that fails says `failed` with its evidence, and the ones
+after it still run. The receipts come out in release order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from host.vm.cleanup import CleanupResult
+
+Release = Callable[[], Awaitable[tuple[CleanupResult, ...]]]
+
+
+class OwnedResources:
+    def __init__(self) -> None:
+        self._releases: list[tuple[str, Release]] = []
+        self._released: list[CleanupResult] = []
+
+    def register(self, resource: str, release: Release) -> None:
+        self._releases.append((resource, release))
+
+    async def _run(self, resource: str, release: Release) -> None:
+        started = time.monotonic()
+        try:
+            self._released.extend(await release())
+        except Exception:  # noqa: BLE001 - a failed release is evidence, not a crash
+            elapsed = int((time.monotonic() - started) * 1000)
+            self._released.append(CleanupResult(resource, "failed", "unread", elapsed))  # type: ignore[arg-type]
+
+    async def release_early(self, resource: str) -> None:
+        """Release the latest registration of `resource` now (e.g. the worker, which must
+        stop before verification); its receipts keep their place in release order."""
+        for position in range(len(self._releases) - 1, -1, -1):
+            if self._releases[position][0] == resource:
+                await self._run(*self._releases.pop(position))
+                return
+
+    async def release_all(self) -> list[CleanupResult]:
+        while self._releases:
+            await self._run(*self._releases.pop())
+        return list(self._released)

@@ -1,0 +1,528 @@
+"""`harness trial`: one trial end to end, one receipt ZIP, one verdict.
+
+Stages run in the design's order and each leaves a closed record; the first failure
+ends the run with its category, and teardown and bundling still run. Owned resources
+are released in reverse order with one cleanup receipt each, the host state is
+compared, the verdict is derived from the records by the same code the audit uses,
+and the bundle is audited before it is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import secrets
+import shutil
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from guest.task import load_task, task_digest
+from harness.dispatch import DispatchRefused, admit
+from harness.profiles import Profile
+from harness.source import bind_source
+from harness.trial.guestcmd import GATE_SOURCE, READ_ONLY, gated_command, parse_gate_line
+from harness.trial.hoststate import host_state_record
+from harness.trial.modelstage import PreparedModel, prepare
+from harness.trial.owned import OwnedResources
+from harness.trial.preflight import preflight
+from harness.trial.vmstage import VmHandle, VmStageFailed, start_vm, vm_record
+from harness.trial.workerstage import (
+    HostWorker,
+    WorkerStageFailed,
+    read_requests,
+    start_host_worker,
+    worker_record,
+)
+from host.hoststate.snapshot import take_snapshot
+from host.image.build import GuestImage, ensure_image, failure_record
+from host.image.errors import ImageError
+from host.runtime import GuestRuntime, RuntimeBuildError, build_runtime
+from host.ssh import CommandResult
+from host.ssh.errors import SshError
+from host.vm.backend import Vm, VmBackend
+from host.vm.categories import AccelRequest
+from host.vm.errors import VmError
+from host.vm.qemu import QemuBackend, QemuVm
+from receipts.audit import audit_bytes
+from receipts.bundle import WrittenBundle, write_bundle
+from receipts.records import (
+    AgentRecord,
+    AgentTurnRecord,
+    DispatchRecord,
+    GateRecord,
+    SourceRecord,
+    ToolCallRecord,
+    TrialRecord,
+    VerificationRecord,
+    WorkerRecord,
+    WorkerRequestRecord,
+)
+from receipts.records.trial import Placement, Stage, Verdict
+from receipts.records.vm import VmCategory
+from receipts.recordset import RecordSet
+from receipts.verdict import derive_verdict, first_failed_stage, stage_succeeded
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS_VERSION = "0.1.0"
+WORKER_URL = "http://10.0.2.100:8080"
+"""The guest's one route to the host worker: QEMU's guestfwd to the worker's socket."""
+WORK = "/work"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    profile: Profile
+    task: str
+    script: Path | None
+    """A scripted policy's steps; None when the model drives."""
+    out_dir: Path
+    backend: Literal["qemu", "libvirt"] = "qemu"
+    accel: AccelRequest = "auto"
+    dispatch: Path | None = None
+    ledger: Path | None = None
+    cache: Path = Path.home() / ".cache" / "harness"
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    verdict: Verdict
+    receipt: Path
+    bundle: WrittenBundle
+    valid: bool
+
+
+class StageFailed(Exception):
+    """A stage ended the trial; its record (already collected) names the category."""
+
+
+@dataclass
+class _Collected:
+    singles: dict[str, Any] = field(default_factory=dict)
+    turns: tuple[AgentTurnRecord, ...] = ()
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+
+
+def _ms(since: float) -> int:
+    return int((time.monotonic() - since) * 1000)
+
+
+def _task_tar(task_dir: Path) -> bytes:
+    """The full task (incl. hidden tests) as a deterministic tar, sent only for verification."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for path in sorted(task_dir.rglob("*")):
+            if "__pycache__" in path.parts:
+                continue
+            info = archive.gettarinfo(
+                str(path), arcname=f"{task_dir.name}/{path.relative_to(task_dir)}"
+            )
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mtime = 0
+            if info.isfile():
+                with path.open("rb") as handle:
+                    archive.addfile(info, handle)
+            else:
+                archive.addfile(info)
+    return buffer.getvalue()
+
+
+class Trial:
+    def __init__(self, options: TrialOptions, backend: VmBackend | None = None) -> None:
+        self.o = options
+        self.backend = backend or QemuBackend()
+        self.trial_id = secrets.token_hex(16)
+        self.tag = self.trial_id[:16]
+        self.records = _Collected()
+        self.owned = OwnedResources()
+        self.vm: VmHandle | None = None
+        self.vm_category: VmCategory = "ok"
+        self.task_dir = REPO / "profiles" / "tasks" / options.task
+        self.runtime: GuestRuntime | None = None
+        self.model: PreparedModel | None = None
+        self.worker: HostWorker | None = None
+        self.placement: Placement = "none" if options.script is not None else "host"
+        self.worker_requests: tuple[WorkerRequestRecord, ...] = ()
+
+    # ---- helpers -------------------------------------------------------------------------
+    def keep(self, name: str, record: Any) -> None:
+        self.records.singles[name] = record
+
+    def live_vm(self) -> Vm:
+        if self.vm is None or self.vm.vm is None:
+            raise StageFailed
+        return self.vm.vm
+
+    async def guest(
+        self, command: str, deadline_s: float, stdin: bytes | None = None
+    ) -> CommandResult:
+        """Run a command in the guest (stdin carries the gate's source when gated)."""
+        vm = self.live_vm()
+        if not isinstance(vm, QemuVm):
+            raise StageFailed  # the libvirt backend is not built yet
+        return await vm.session().run(command, deadline_s=deadline_s, stdin=stdin)
+
+    # ---- stages --------------------------------------------------------------------------
+    def stage_preflight(self) -> None:
+        record = preflight(self.o.profile, self.o.cache)
+        self.keep("preflight", record)
+        if record.category != "ok":
+            raise StageFailed
+
+    def stage_source(self) -> SourceRecord:
+        record = bind_source(REPO, refuse_dirty=self.o.dispatch is not None)
+        self.keep("source", record)
+        if record.category != "ok":
+            raise StageFailed
+        return record
+
+    def stage_dispatch(self, source: SourceRecord) -> None:
+        assert self.o.dispatch is not None
+        ledger = self.o.ledger or (self.o.cache / "dispatch-ledger")
+        try:
+            record: DispatchRecord = admit(
+                self.o.dispatch, self.o.profile.name, self.o.task, source, ledger
+            )
+        except DispatchRefused:
+            raise StageFailed from None  # an unreadable ticket: nothing to record it against
+        self.keep("dispatch", record)
+        if record.category != "ok":
+            raise StageFailed
+
+    def stage_model(self) -> None:
+        self.model = prepare(self.o.profile, self.o.cache)
+        self.keep("model", self.model.record)
+        if self.model.record.category != "ok":
+            raise StageFailed
+
+    async def stage_worker(self, scratch: Path) -> None:
+        assert self.model is not None and self.model.gguf is not None and self.vm is not None
+        sha256 = self.model.record.gguf_sha256
+        assert sha256 is not None
+        try:
+            self.worker = await start_host_worker(
+                profile=self.o.profile,
+                gguf=self.model.gguf,
+                sha256=sha256,
+                scratch=scratch,
+                tag=self.tag,
+                owned=self.owned,
+            )
+        except WorkerStageFailed as failure:
+            self.keep(
+                "worker",
+                WorkerRecord(
+                    category=failure.category,
+                    placement="host",
+                    channel="guestfwd_unix",
+                    model_sha256=sha256,
+                    constraint_backend="none",
+                    requests=0,
+                    admitted=0,
+                    refused=0,
+                    prompt_tokens_total=0,
+                    completion_tokens_total=0,
+                    oom_kills=None,
+                    peak_rss_bytes=None,
+                    load_ms=0,
+                    duration_ms=0,
+                ),
+            )
+            raise StageFailed from None
+
+    async def stop_worker(self) -> None:
+        """Stop the worker before verification; its records are final once it has exited."""
+        if self.worker is None:
+            return
+        await self.owned.release_early("worker_process")
+        self.worker_requests = read_requests(self.worker.records)
+        self.keep("worker", worker_record(self.worker, self.worker_requests, "ok"))
+
+    def stage_image(self) -> GuestImage:
+        started = time.monotonic()
+        try:
+            image = ensure_image(self.o.cache / "images")
+        except ImageError as exc:
+            self.keep("image", failure_record(exc, _ms(started)))
+            raise StageFailed from None
+        self.keep("image", image.to_record())
+        return image
+
+    def data_source(self, scratch: Path) -> Path:
+        """The read-only disk's tree: runtime, pins, the agent's task copy, the script."""
+        assert self.runtime is not None
+        root = scratch / "data"
+        shutil.copytree(self.runtime.root, root / "runtime")
+        shutil.copy(self.runtime.pins, root / "pins.json")
+        task_copy = root / "task" / self.o.task
+        task_copy.mkdir(parents=True)
+        shutil.copy(self.task_dir / "task.toml", task_copy / "task.toml")
+        shutil.copytree(self.task_dir / "workspace", root / "workspace")
+        if self.o.script is not None:
+            shutil.copy(self.o.script, root / "script.json")
+        return root
+
+    async def stage_vm(self, image: GuestImage, scratch: Path) -> None:
+        try:
+            self.runtime = await asyncio.to_thread(
+                build_runtime, REPO, cache=self.o.cache / "runtimes"
+            )
+        except RuntimeBuildError:
+            raise StageFailed from None
+        source = await asyncio.to_thread(self.data_source, scratch)
+        try:
+            self.vm = await start_vm(
+                profile=self.o.profile,
+                image=image,
+                data_source=source,
+                tag=self.tag,
+                trial_root=self.o.cache / "trials",
+                worker_socket=None if self.o.script is not None else scratch / "api.sock",
+                backend=self.backend,
+                accel=self.o.accel,
+                owned=self.owned,
+            )
+        except VmStageFailed as failure:
+            self.vm_category = failure.category
+            self.vm = failure.handle
+            raise StageFailed from None
+
+    async def stage_gate(self) -> None:
+        assert self.runtime is not None
+        started = time.monotonic()
+        result = await self.guest(
+            gated_command(self.runtime.pins_sha256, "guest.gate.ready"), 60.0, stdin=GATE_SOURCE
+        )
+        line = parse_gate_line(result.stdout)
+        category = line.category if line is not None else "unread"
+        verified = line.files_verified if line is not None else 0
+        self.keep(
+            "gate",
+            GateRecord.model_validate(
+                {
+                    "schema": "harness.receipt.gate/1",
+                    "category": category,
+                    "pin_table_sha256": self.runtime.pins_sha256,
+                    "files_verified": verified,
+                    "duration_ms": _ms(started),
+                }
+            ),
+        )
+        if category != "ok" or result.exit_status != 0:
+            raise StageFailed
+
+    async def stage_agent(self) -> None:
+        assert self.runtime is not None
+        profile = self.o.profile
+        prepare = (
+            f"mkdir -m 0755 -p {WORK} && cp -a {READ_ONLY}/workspace {WORK}/workspace && "
+            f"mkdir -p {WORK}/task && cp -a {READ_ONLY}/task/{self.o.task} {WORK}/task/"
+        )
+        result = await self.guest(prepare, 60.0)
+        if result.exit_status != 0:
+            raise StageFailed
+        limits = {
+            "max_turns": profile.agent.max_turns,
+            "max_tool_calls": profile.agent.max_tool_calls,
+            "max_invalid_outputs": profile.agent.max_invalid_outputs,
+            "max_total_tokens": profile.agent.max_total_tokens,
+            "wall_deadline_s": profile.agent.wall_deadline_s,
+        }
+        args = [
+            "--task-dir",
+            f"{WORK}/task/{self.o.task}",
+            "--workspace",
+            f"{WORK}/workspace",
+            "--records",
+            f"{WORK}/agent.json",
+            "--limits",
+            json.dumps(limits),
+            "--approvals",
+            profile.agent.approvals,
+        ]
+        if self.o.script is not None:
+            args += ["--script", f"{READ_ONLY}/script.json"]
+        else:
+            assert self.model is not None and self.model.record.gguf_sha256 is not None
+            inference = profile.inference
+            args += [
+                "--endpoint",
+                WORKER_URL,
+                "--model",
+                f"gguf-{self.model.record.gguf_sha256[:12]}",
+                "--max-tokens",
+                str(inference.max_tokens),
+                "--temperature",
+                "0",
+                "--seed",
+                "0",
+                "--request-timeout-s",
+                str(inference.request_deadline_s),
+            ]
+        deadline = float(profile.agent.wall_deadline_s) + 60.0
+        run = await self.guest(
+            gated_command(self.runtime.pins_sha256, "guest.agent", *args),
+            deadline,
+            stdin=GATE_SOURCE,
+        )
+        if run.exit_status != 0:
+            raise StageFailed
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / "agent.json"
+            await self.live_vm().get(f"{WORK}/agent.json", local, 60.0)
+            data = json.loads(local.read_bytes())
+        agent = AgentRecord.model_validate(data["agent"])
+        self.keep("agent", agent)
+        self.records.turns = tuple(AgentTurnRecord.model_validate(t) for t in data["turns"])
+        self.records.tool_calls = tuple(
+            ToolCallRecord.model_validate(c) for c in data["tool_calls"]
+        )
+        if not stage_succeeded(agent):
+            raise StageFailed
+
+    async def stage_verification(self) -> None:
+        assert self.runtime is not None and self.vm is not None
+        expected = task_digest(self.task_dir)
+        with tempfile.TemporaryDirectory() as tmp:
+            tar = Path(tmp) / "task.tar"
+            tar.write_bytes(_task_tar(self.task_dir))
+            await self.live_vm().put(tar, f"{WORK}/verify-task.tar", 60.0)
+            target = f"{WORK}/verify-task"
+            unpack = await self.guest(
+                f"mkdir -p {target} && tar -xf {WORK}/verify-task.tar -C {target}", 60.0
+            )
+            if unpack.exit_status != 0:
+                raise StageFailed
+            args = [
+                "--task-dir",
+                f"{WORK}/verify-task/{self.o.task}",
+                "--workspace",
+                f"{WORK}/workspace",
+                "--scratch",
+                f"{WORK}/verify",
+                "--records",
+                f"{WORK}/verification.json",
+            ]
+            task = load_task(self.task_dir)
+            run = await self.guest(
+                gated_command(self.runtime.pins_sha256, "guest.verify", *args),
+                float(task.hidden.deadline_s) + 60.0,
+                stdin=GATE_SOURCE,
+            )
+            if run.exit_status != 0:
+                raise StageFailed
+            local = Path(tmp) / "verification.json"
+            await self.live_vm().get(f"{WORK}/verification.json", local, 60.0)
+            record = VerificationRecord.model_validate_json(local.read_bytes())
+        if record.task_sha256 != expected:
+            record = record.model_copy(update={"category": "runner_error", "result": "failed"})
+        self.keep("verification", record)
+        if record.category != "ok":
+            raise StageFailed
+
+    def _vm_gone(self) -> bool:
+        """Whether the guest's QEMU process has exited (vs. only the SSH link failing)."""
+        vm = self.vm.vm if self.vm is not None else None
+        return isinstance(vm, QemuVm) and not vm.alive()
+
+    # ---- the whole run --------------------------------------------------------------------
+    async def run(self) -> TrialResult:
+        started_ms = int(time.time() * 1000)
+        before = take_snapshot()
+        scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-"))
+        try:
+            try:
+                self.stage_preflight()
+                source = self.stage_source()
+                if self.o.dispatch is not None:
+                    self.stage_dispatch(source)
+                if self.o.script is None:
+                    self.stage_model()
+                image = self.stage_image()
+                await self.stage_vm(image, scratch)
+                await self.stage_gate()
+                if self.o.script is None:
+                    await self.stage_worker(scratch)
+                try:
+                    await self.stage_agent()
+                finally:
+                    await self.stop_worker()  # before verification, and whatever the agent did
+                await self.stage_verification()
+            except StageFailed:
+                pass
+            except (SshError, VmError):
+                self.vm_category = "qemu_exited" if self._vm_gone() else "ssh_dropped"
+        finally:
+            vm_final = (
+                vm_record(self.vm, self.vm_category, self.o.profile)
+                if self.vm is not None
+                else None
+            )
+            cleanup = await self.owned.release_all()
+            shutil.rmtree(scratch, ignore_errors=True)
+        if vm_final is not None:
+            self.keep("vm", vm_final)
+        hoststate = host_state_record(before, take_snapshot())
+        return self.bundle(started_ms, cleanup, hoststate)
+
+    def bundle(self, started_ms: int, cleanup: list[Any], hoststate: Any) -> TrialResult:
+        singles = dict(self.records.singles)
+        if singles.get("vm") is not None and singles["vm"].category != "ok":
+            for later in ("gate", "worker", "agent", "verification"):
+                singles.pop(later, None)  # the VM failed under them: their evidence is void
+            self.records.turns, self.records.tool_calls = (), ()
+        provisional = self.trial_record(started_ms, None, "evidence_incomplete")
+        records = RecordSet(
+            trial=provisional,
+            hoststate=hoststate,
+            agent_turns=self.records.turns,
+            worker_requests=self.worker_requests,
+            tool_calls=self.records.tool_calls,
+            cleanup=tuple(result.to_record(index) for index, result in enumerate(cleanup)),
+            **singles,
+        )
+        failed: Stage | None = first_failed_stage(records)
+        records = dataclasses.replace(
+            records, trial=self.trial_record(started_ms, failed, "accepted")
+        )
+        verdict = derive_verdict(records)
+        records = dataclasses.replace(records, trial=self.trial_record(started_ms, failed, verdict))
+        self.o.out_dir.mkdir(parents=True, exist_ok=True)
+        target = self.o.out_dir / f"trial-{self.trial_id}.zip"
+        written = write_bundle(records, target)
+        valid = audit_bytes(target.read_bytes()).valid
+        return TrialResult(verdict=verdict, receipt=target, bundle=written, valid=valid)
+
+    def trial_record(self, started_ms: int, failed: Stage | None, verdict: Verdict) -> TrialRecord:
+        scripted = self.o.script is not None
+        return TrialRecord(
+            trial_id=self.trial_id,
+            harness_version=HARNESS_VERSION,
+            profile=self.o.profile.name,
+            task=self.o.task,
+            policy="scripted" if scripted else "model",
+            backend=self.o.backend,
+            accel_requested=self.o.accel,
+            placement=self.placement,
+            channel="none"
+            if scripted
+            else "guestfwd_unix"
+            if self.placement == "host"
+            else "guest_loopback",
+            dispatched=self.o.dispatch is not None,
+            started_unix_ms=started_ms,
+            ended_unix_ms=max(int(time.time() * 1000), started_ms),
+            failed_stage=failed,
+            verdict=verdict,
+        )
+
+
+async def run_trial(options: TrialOptions) -> TrialResult:
+    return await Trial(options).run()

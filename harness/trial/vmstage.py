@@ -1,0 +1,190 @@
+"""The VM stage: a budgeted cgroup, the read-only data disk, and a guest reachable by SSH.
+
+Every acquisition registers its release first (OwnedResources), so a failure half way
+releases exactly what was taken. Budgets are applied to the cgroup and read back; the
+VM record carries the read-back values, not the requested ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.profiles import Profile
+from harness.trial.owned import OwnedResources
+from host.cgroups import Cgroup
+from host.cgroups.detect import detect
+from host.cgroups.errors import CgroupError
+from host.image.build import GuestImage
+from host.image.disk import build_data_disk
+from host.vm.accel import choose_accelerator
+from host.vm.backend import Vm, VmBackend, VmSpec
+from host.vm.categories import AccelRequest
+from host.vm.cleanup import CleanupResult
+from host.vm.errors import VmError
+from receipts.records import VmRecord
+from receipts.records.vm import VmCategory
+
+MIB = 1 << 20
+CPU_PERIOD_US = 100_000
+
+
+@dataclass
+class VmHandle:
+    """What the VM stage acquired and measured so far (filled in as it goes)."""
+
+    cgroup: Cgroup
+    memory_limit: int | None = None
+    swap_limit: int | None = None
+    cpu_quota_millicores: int | None = None
+    pids_limit: int | None = None
+    vm: Vm | None = None
+    boot_to_ssh_ms: int | None = None
+
+
+class VmStageFailed(Exception):
+    """The VM stage failed; `handle` keeps what it had acquired, for the record."""
+
+    def __init__(self, category: VmCategory, handle: VmHandle | None = None) -> None:
+        super().__init__(category)
+        self.category: VmCategory = category
+        self.handle = handle
+
+
+def _release_cgroup(cgroup: Cgroup) -> tuple[CleanupResult, ...]:
+    started = time.monotonic()
+    try:
+        cgroup.kill_members()
+        cgroup.remove()
+        gone = not cgroup.exists()
+    except (CgroupError, OSError):
+        return (
+            CleanupResult("cgroup", "failed", "unread", int((time.monotonic() - started) * 1000)),
+        )
+    status, evidence = (
+        ("confirmed", "cgroup_empty_and_removed") if gone else ("failed", "still_present")
+    )
+    return (CleanupResult("cgroup", status, evidence, int((time.monotonic() - started) * 1000)),)  # type: ignore[arg-type]
+
+
+def _release_dir(path: Path) -> tuple[CleanupResult, ...]:
+    started = time.monotonic()
+    shutil.rmtree(path, ignore_errors=True)
+    elapsed = int((time.monotonic() - started) * 1000)
+    if path.exists():
+        return (CleanupResult("data_disk", "failed", "still_present", elapsed),)
+    return (CleanupResult("data_disk", "confirmed", "file_absent", elapsed),)
+
+
+async def start_vm(
+    *,
+    profile: Profile,
+    image: GuestImage,
+    data_source: Path,
+    tag: str,
+    trial_root: Path,
+    backend: VmBackend,
+    accel: AccelRequest,
+    owned: OwnedResources,
+    worker_socket: Path | None = None,
+) -> VmHandle:
+    """Bring the guest up under its budgets; raises VmStageFailed with the category."""
+    try:
+        cgroup = detect().create(f"trial-{tag}")
+    except (CgroupError, OSError):
+        raise VmStageFailed("cgroup_apply_failed") from None
+
+    async def release_cgroup() -> tuple[CleanupResult, ...]:
+        return await asyncio.to_thread(_release_cgroup, cgroup)
+
+    owned.register("cgroup", release_cgroup)
+    handle = VmHandle(cgroup)
+    try:
+        memory = cgroup.set_memory_limit(profile.memory.qemu_cgroup_limit)
+        handle.memory_limit, handle.swap_limit = memory.limit_bytes, memory.swap_bytes
+        cpu = cgroup.set_cpu_quota(profile.vm.vcpus * CPU_PERIOD_US, CPU_PERIOD_US)
+        handle.cpu_quota_millicores = cpu.quota_us * 1000 // cpu.period_us
+        handle.pids_limit = cgroup.set_pids_limit(profile.vm.pids_limit).max_pids
+    except (CgroupError, OSError):
+        raise VmStageFailed("cgroup_apply_failed", handle) from None
+
+    disk_dir = trial_root / f"data-{tag}"
+    disk_dir.mkdir(mode=0o700, parents=True)
+
+    async def release_disk() -> tuple[CleanupResult, ...]:
+        return _release_dir(disk_dir)
+
+    owned.register("data_disk", release_disk)
+    try:
+        data_disk = await asyncio.to_thread(build_data_disk, data_source, disk_dir / "data.img")
+        choice = await choose_accelerator(
+            accel, image.vmlinux, image.initramfs, cgroup=cgroup, scratch_root=trial_root, tag=tag
+        )
+        spec = VmSpec(
+            tag=tag,
+            image=image,
+            cgroup=cgroup,
+            scratch_root=trial_root,
+            accelerator=choice.accelerator,
+            accelerator_reason=choice.reason,
+            memory_mib=profile.memory.guest_ram // MIB,
+            vcpus=profile.vm.vcpus,
+            tb_size_mib=profile.vm.tcg_tb_size_mib,
+            data_disk=data_disk.path,
+            worker_socket=worker_socket,
+        )
+        vm = backend.create(spec)
+        owned.register("qemu_process", vm.cleanup)
+        handle.vm = vm
+        await vm.start()
+        handle.boot_to_ssh_ms = await vm.wait_ready(float(profile.vm.ssh_deadline_s))
+    except VmError as exc:
+        raise VmStageFailed(exc.category, handle) from None
+    except OSError:
+        raise VmStageFailed("qemu_start_failed", handle) from None
+    return handle
+
+
+def vm_record(handle: VmHandle, category: VmCategory, profile: Profile) -> VmRecord:
+    """The VM record, with the cgroup's peak memory and OOM kills read now. Facts the
+    stage never learnt (a VM that never started) stay None, never guessed."""
+    peak = oom = None
+    with contextlib.suppress(CgroupError, OSError):
+        readings = handle.cgroup.read_memory()
+        peak = readings.peak.value if readings.peak.state == "present" else None
+        oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
+    if oom and category in ("ok", "qemu_exited", "ssh_dropped"):
+        category = "oom_killed"
+    budgets = {
+        "memory_limit_bytes": handle.memory_limit,
+        "swap_limit_bytes": handle.swap_limit,
+        "cpu_quota_millicores": handle.cpu_quota_millicores,
+        "pids_limit": handle.pids_limit,
+        "peak_memory_bytes": peak,
+        "oom_kills": oom,
+    }
+    try:
+        facts = handle.vm.facts() if handle.vm is not None else None
+    except VmError:
+        facts = None
+    if facts is not None:
+        return facts.to_record(category, **budgets)
+    return VmRecord.model_validate(
+        {
+            "schema": "harness.receipt.vm/1",
+            "category": category,
+            "backend": "qemu",
+            "accelerator": None,
+            "accelerator_reason": None,
+            "guest_memory_bytes": profile.memory.guest_ram,
+            "vcpus": profile.vm.vcpus,
+            "host_key_sha256": None,
+            "boot_to_ssh_ms": None,
+            "duration_ms": 0,
+            **budgets,
+        }
+    )

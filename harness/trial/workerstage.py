@@ -1,0 +1,234 @@
+"""The worker on the host, beside the VM (placement `host`, the default under TCG).
+
+It runs in its own no-swap cgroup (the profile's worker limit), serves the OpenAI API
+on a Unix socket in the trial's scratch, and dies with the orchestrator
+(PR_SET_PDEATHSIG). The guest reaches that socket through exactly one channel, a QEMU
+`guestfwd` (host/vm/cmdline.py); nothing else of the host is reachable from the guest.
+The worker writes one closed record per request; the WorkerRecord summary is computed
+here from them, so the totals are counts of what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.profiles import Profile
+from harness.trial.owned import OwnedResources
+from host.cgroups import Cgroup
+from host.cgroups.detect import detect
+from host.cgroups.errors import CgroupError
+from host.cgroups.spawn import spawn_in_cgroup
+from host.vm.cleanup import CleanupResult
+from receipts.records import WorkerRecord, WorkerRequestRecord
+from receipts.records.worker import WorkerCategory
+
+PR_SET_PDEATHSIG = 1
+READY_DEADLINE_S = 120.0
+STOP_DEADLINE_S = 10.0
+CONSTRAINT = "llguidance"
+"""The constraint backend the worker is started with (its default, stated here)."""
+
+
+class WorkerStageFailed(Exception):
+    def __init__(self, category: WorkerCategory) -> None:
+        super().__init__(category)
+        self.category: WorkerCategory = category
+
+
+@dataclass
+class HostWorker:
+    process: asyncio.subprocess.Process | None
+    popen_pid: int
+    cgroup: Cgroup
+    socket: Path
+    records: Path
+    model_sha256: str
+    load_ms: int
+    started: float
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _cgroup_release(cgroup: Cgroup) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
+    def release() -> tuple[CleanupResult, ...]:
+        started = time.monotonic()
+        try:
+            cgroup.kill_members()
+            cgroup.remove()
+            gone = not cgroup.exists()
+        except (CgroupError, OSError):
+            gone = False
+        elapsed = int((time.monotonic() - started) * 1000)
+        if gone:
+            return (CleanupResult("cgroup", "confirmed", "cgroup_empty_and_removed", elapsed),)
+        return (CleanupResult("cgroup", "failed", "still_present", elapsed),)
+
+    async def release_async() -> tuple[CleanupResult, ...]:
+        return await asyncio.to_thread(release)
+
+    return release_async
+
+
+def _process_release(
+    popen: subprocess.Popen[bytes], socket: Path
+) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
+    async def release() -> tuple[CleanupResult, ...]:
+        began = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            popen.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(popen.wait, STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            await asyncio.to_thread(popen.wait)
+        gone = not _pid_running(popen.pid)
+        with contextlib.suppress(FileNotFoundError):
+            socket.unlink()
+        socket_gone = not socket.exists()
+        elapsed = int((time.monotonic() - began) * 1000)
+        return (
+            CleanupResult(
+                "worker_process",
+                "confirmed" if gone else "failed",
+                "process_reaped" if gone else "still_present",
+                elapsed,
+            ),
+            CleanupResult(
+                "worker_socket",
+                "confirmed" if socket_gone else "failed",
+                "file_absent" if socket_gone else "still_present",
+                0,
+            ),
+        )
+
+    return release
+
+
+async def start_host_worker(
+    *, profile: Profile, gguf: Path, sha256: str, scratch: Path, tag: str, owned: OwnedResources
+) -> HostWorker:
+    try:
+        cgroup = detect().create(f"worker-{tag}")
+    except (CgroupError, OSError):
+        raise WorkerStageFailed("worker_exited") from None
+
+    owned.register("cgroup", _cgroup_release(cgroup))
+    try:
+        cgroup.set_memory_limit(profile.memory.worker_cgroup_limit)
+    except (CgroupError, OSError):
+        raise WorkerStageFailed("worker_exited") from None
+    socket = scratch / "api.sock"
+    records = scratch / "worker-records.jsonl"
+    inference = profile.inference
+    argv = [
+        sys.executable,
+        "-I",
+        "-m",
+        "guest.worker",
+        "serve",
+        "--model",
+        str(gguf),
+        "--sha256",
+        sha256,
+        "--socket",
+        str(socket),
+        "--threads",
+        str(inference.threads),
+        "--context",
+        str(inference.context_tokens),
+        "--request-floor",
+        str(profile.memory.request_admission_floor),
+        "--runtime-guard",
+        str(profile.memory.runtime_guard),
+        "--deadline-s",
+        str(inference.request_deadline_s),
+        "--max-tokens",
+        str(inference.max_tokens),
+        "--records",
+        str(records),
+    ]
+    started = time.monotonic()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    try:
+        popen = spawn_in_cgroup(cgroup, argv, then=_die_with_parent, stdout=-1, stderr=-3, env=env)
+    except CgroupError:
+        raise WorkerStageFailed("worker_exited") from None
+
+    owned.register("worker_process", _process_release(popen, socket))
+    assert popen.stdout is not None
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(popen.stdout.readline), READY_DEADLINE_S)
+        ready = json.loads(line) if line else {}
+    except (TimeoutError, ValueError):
+        ready = {}
+    if not ready.get("ready"):
+        code = popen.poll()
+        raise WorkerStageFailed("model_load_failed" if code is not None else "worker_unreachable")
+    return HostWorker(
+        None,
+        popen.pid,
+        cgroup,
+        socket,
+        records,
+        sha256,
+        int((time.monotonic() - started) * 1000),
+        started,
+    )
+
+
+def read_requests(path: Path) -> tuple[WorkerRequestRecord, ...]:
+    if not path.exists():
+        return ()
+    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    return tuple(WorkerRequestRecord.model_validate_json(line) for line in lines)
+
+
+def worker_record(
+    worker: HostWorker, requests: tuple[WorkerRequestRecord, ...], category: WorkerCategory
+) -> WorkerRecord:
+    peak = oom = None
+    with contextlib.suppress(CgroupError, OSError):
+        readings = worker.cgroup.read_memory()
+        peak = readings.peak.value if readings.peak.state == "present" else None
+        oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
+    return WorkerRecord(
+        category="oom_killed" if oom else category,
+        placement="host",
+        channel="guestfwd_unix",
+        model_sha256=worker.model_sha256,
+        constraint_backend=CONSTRAINT,
+        requests=len(requests),
+        admitted=sum(r.admission == "admitted" for r in requests),
+        refused=sum(r.admission == "refused" for r in requests),
+        prompt_tokens_total=sum(r.prompt_tokens for r in requests),
+        completion_tokens_total=sum(r.completion_tokens for r in requests),
+        oom_kills=oom,
+        peak_rss_bytes=peak,
+        load_ms=worker.load_ms,
+        duration_ms=int((time.monotonic() - worker.started) * 1000),
+    )

@@ -1,0 +1,135 @@
+"""The VM backend protocol every implementation (qemu, later libvirt) satisfies.
+
+Why a protocol: the trial pipeline starts a VM, waits until it answers over SSH,
+runs commands, moves small files and tears it down, and must not care which backend
+did it. Both implementations must pass the same conformance tests. Teardown returns
+one `CleanupResult` per owned resource (in release order) so the trial can write
+cleanup receipts; it never raises for a resource it could not release, it says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from host.cgroups import Cgroup
+from host.ssh import CommandResult
+from host.vm.categories import Accelerator, AcceleratorReason
+from host.vm.cleanup import CleanupResult
+from receipts.records.vm import VmCategory, VmRecord
+
+
+class BootImage(Protocol):
+    """What a VM boots: satisfied by host.image.GuestImage."""
+
+    @property
+    def vmlinux(self) -> Path: ...
+
+    @property
+    def initramfs(self) -> Path: ...
+
+    @property
+    def base(self) -> Path: ...
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    """One VM: its tag, image, size, accelerator (already chosen) and where it lives."""
+
+    tag: str
+    image: BootImage
+    cgroup: Cgroup
+    scratch_root: Path
+    accelerator: Accelerator
+    accelerator_reason: AcceleratorReason
+    memory_mib: int = 1024
+    vcpus: int = 2
+    tb_size_mib: int = 64
+    data_disk: Path | None = None
+    worker_socket: Path | None = None
+    """Host placement: the worker socket reached from the guest at 10.0.2.100:8080."""
+
+
+@dataclass(frozen=True)
+class VmFacts:
+    """What the VM record needs from the VM itself (budgets come from the cgroup)."""
+
+    backend: Literal["qemu", "libvirt"]
+    accelerator: Accelerator
+    accelerator_reason: AcceleratorReason
+    guest_memory_bytes: int
+    vcpus: int
+    host_key_sha256: str
+    boot_to_ssh_ms: int | None
+    duration_ms: int
+
+    def to_record(self, category: VmCategory, **budgets: Any) -> VmRecord:
+        """The VM record; `budgets` are the cgroup's read-back fields."""
+        fields: dict[str, Any] = {
+            "schema": "harness.receipt.vm/1",
+            "category": category,
+            "backend": self.backend,
+            "accelerator": self.accelerator,
+            "accelerator_reason": self.accelerator_reason,
+            "guest_memory_bytes": self.guest_memory_bytes,
+            "vcpus": self.vcpus,
+            "memory_limit_bytes": None,
+            "swap_limit_bytes": None,
+            "cpu_quota_millicores": None,
+            "pids_limit": None,
+            "peak_memory_bytes": None,
+            "oom_kills": None,
+            "host_key_sha256": self.host_key_sha256,
+            "boot_to_ssh_ms": self.boot_to_ssh_ms,
+            "duration_ms": self.duration_ms,
+        }
+        unknown = set(budgets) - set(fields)
+        if unknown:
+            raise ValueError("unknown VM record fields")
+        fields.update(budgets)
+        return VmRecord.model_validate(fields)
+
+
+class Vm(Protocol):
+    """One VM's life: start, wait_ready, exec/put/get, stop, cleanup.
+
+    `cleanup()` may be called at any point after creation, also after `start()`
+    failed half way: it releases exactly what was acquired and reports the rest as
+    `not_acquired`.
+    """
+
+    async def start(self) -> None:
+        """Acquire scratch dir, keys, overlay and port, then start the VM process."""
+        ...
+
+    async def wait_ready(self, deadline_s: float) -> int:
+        """Milliseconds from start until an authenticated SSH command succeeded."""
+        ...
+
+    async def exec(self, command: str, deadline_s: float) -> CommandResult: ...
+
+    async def put(self, local: Path, remote: str, deadline_s: float) -> int: ...
+
+    async def get(self, remote: str, local: Path, deadline_s: float) -> int: ...
+
+    async def stop(self, deadline_s: float) -> CleanupResult:
+        """End the VM (orderly first, then forcibly); the process's cleanup result."""
+        ...
+
+    async def cleanup(self) -> tuple[CleanupResult, ...]:
+        """Release every owned resource in reverse order of acquisition."""
+        ...
+
+    def facts(self) -> VmFacts: ...
+
+
+class VmBackend(Protocol):
+    """Starts VMs of one kind."""
+
+    @property
+    def name(self) -> Literal["qemu", "libvirt"]: ...
+
+    def create(self, spec: VmSpec) -> Vm:
+        """A VM for `spec`, nothing acquired yet (register its cleanup, then start)."""
+        ...

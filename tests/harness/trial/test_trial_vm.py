@@ -1,0 +1,123 @@
+"""Whole trials in a real QEMU guest (TCG here): verdicts, receipts, injected faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.profiles import load_profile
+from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from host.vm.qemu import QemuVm
+from receipts.audit import audit_and_read
+
+pytestmark = pytest.mark.integration
+TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
+
+
+def _options(tmp_path: Path, task: str, script: str) -> TrialOptions:
+    return TrialOptions(
+        profile=load_profile("smollm2"),
+        task=task,
+        script=TASKS / task / "scripts" / f"{script}.json",
+        out_dir=tmp_path,
+        accel="tcg",
+    )
+
+
+def _records(result: TrialResult):  # type: ignore[no-untyped-def]
+    audit, records = audit_and_read(result.receipt.read_bytes())
+    assert audit.valid, audit.findings
+    assert records is not None
+    return records
+
+
+def _no_leftovers(result: TrialResult) -> None:
+    records = _records(result)
+    assert records.cleanup, "a VM trial owns resources"
+    assert {c.status for c in records.cleanup} == {"confirmed"}
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"harness-vm-{records.trial.trial_id[:16]}"],
+        capture_output=True,
+        check=False,
+    )
+    assert leftover.returncode == 1, "no QEMU process of this trial is left"
+
+
+async def test_scripted_solution_is_accepted_and_audits(tmp_path: Path) -> None:
+    result = await Trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    assert result.valid
+    assert result.verdict == "accepted"
+    records = _records(result)
+    assert records.trial.policy == "scripted" and records.worker is None
+    assert records.verification.result == "passed"
+    assert records.gate.category == "ok" and records.gate.files_verified > 100
+    assert records.vm.swap_limit_bytes == 0
+    assert records.vm.memory_limit_bytes == load_profile("smollm2").memory.qemu_cgroup_limit
+    _no_leftovers(result)
+    audit = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "audit", str(result.receipt)],
+        capture_output=True,
+        check=False,
+    )
+    assert audit.returncode == 0
+
+
+async def test_scripted_wrong_edit_is_task_incomplete(tmp_path: Path) -> None:
+    result = await Trial(_options(tmp_path, "node-bug-fix", "wrong")).run()
+    assert (result.valid, result.verdict) == (True, "task_incomplete")
+    _no_leftovers(result)
+
+
+class QemuKilledBeforeAgent(Trial):
+    async def stage_agent(self) -> None:
+        assert self.vm is not None and isinstance(self.vm.vm, QemuVm)
+        assert self.vm.vm.process is not None
+        os.kill(self.vm.vm.process.pid, signal.SIGKILL)
+        await super().stage_agent()
+
+
+class SshdKilledBeforeAgent(Trial):
+    async def stage_agent(self) -> None:
+        await self.guest("pkill -KILL sshd || true", 30.0)
+        await super().stage_agent()
+
+
+@pytest.mark.parametrize(
+    ("trial", "category"),
+    [(QemuKilledBeforeAgent, "qemu_exited"), (SshdKilledBeforeAgent, "ssh_dropped")],
+)
+async def test_injected_faults_are_named_and_cleaned_up(
+    tmp_path: Path, trial: type[Trial], category: str
+) -> None:
+    result = await trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    assert result.valid
+    assert result.verdict == "failed_vm"
+    records = _records(result)
+    assert records.vm.category == category
+    assert records.agent is None and records.verification is None
+    _no_leftovers(result)
+
+
+async def test_model_driven_tiny_trial_with_the_worker_on_the_host(tmp_path: Path) -> None:
+    """The tiny model drives through the guestfwd channel; its answers are noise, so the
+    verdict is any closed one, but the receipt must audit and account exactly."""
+    options = TrialOptions(
+        profile=load_profile("tiny"),
+        task="py-one-line-fix",
+        script=None,
+        out_dir=tmp_path,
+        accel="tcg",
+    )
+    result = await Trial(options).run()
+    assert result.valid
+    records = _records(result)
+    assert (records.trial.placement, records.trial.channel) == ("host", "guestfwd_unix")
+    assert records.worker is not None and records.worker.requests >= 1
+    assert records.worker.model_sha256 == records.model.gguf_sha256
+    assert records.agent.turns >= 1
+    _no_leftovers(result)

@@ -1,0 +1,42 @@
+"""Cleanup results and VM facts fill the closed receipt records."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from host.vm.backend import VmFacts
+from host.vm.cleanup import CleanupResult, not_acquired
+
+
+def test_cleanup_result_becomes_a_cleanup_record() -> None:
+    record = CleanupResult("qemu_process", "confirmed", "process_reaped", 120).to_record(3)
+    assert record.to_json() == {
+        "schema": "harness.receipt.cleanup/1",
+        "index": 3,
+        "resource": "qemu_process",
+        "status": "confirmed",
+        "evidence": "process_reaped",
+        "released_by": "trial",
+        "duration_ms": 120,
+    }
+    assert not_acquired("overlay_disk").to_record(0).status == "not_acquired"
+
+
+def test_vm_facts_become_a_vm_record_with_budgets() -> None:
+    facts = VmFacts(
+        backend="qemu",
+        accelerator="tcg",
+        accelerator_reason="probe_failed",
+        guest_memory_bytes=1 << 30,
+        vcpus=2,
+        host_key_sha256="a" * 64,
+        boot_to_ssh_ms=6000,
+        duration_ms=9000,
+    )
+    record = facts.to_record("ok", memory_limit_bytes=2 << 30, swap_limit_bytes=0)
+    assert record.memory_limit_bytes == 2 << 30 and record.accelerator == "tcg"
+    with pytest.raises(ValueError):
+        facts.to_record("ok", free_text="no")
+    with pytest.raises(ValidationError):
+        VmFacts(**{**facts.__dict__, "host_key_sha256": "xyz"}).to_record("ok")
