@@ -1,0 +1,61 @@
+"""The agent loop driving the real worker (tiny model, llama.cpp) on the host, no VM."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from guest.agent.loop import AgentLimits, AgentRun, run_agent
+from guest.agent.policy import ModelPolicy
+from guest.tools.registry import ToolSet
+from host.model.convert import convert
+from host.model.synth import synthesize_tiny
+from receipts.records.agent import AGENT_FAILURES
+from tests.guest.support_tasks import scratch, task_copy
+from tests.guest.worker.conftest import MODEL_ID, Gguf, start_worker
+
+__all__ = ["scratch"]
+
+
+@pytest.mark.integration
+def test_loop_drives_the_real_worker_to_a_closed_outcome(tmp_path: Path, scratch: Path) -> None:
+    synthesize_tiny(tmp_path / "checkpoint")
+    converted = convert(tmp_path / "checkpoint", tmp_path / "gguf", "f32")
+    worker = start_worker(
+        Gguf(converted.path, converted.sha256), tmp_path / "worker", "--context", "8192"
+    )
+    task, _task_dir, workspace = task_copy("py-one-line-fix", scratch)
+
+    async def drive() -> AgentRun:
+        policy = ModelPolicy(
+            "http://worker",
+            MODEL_ID,
+            uds=str(worker.socket),
+            max_tokens=48,
+            temperature=0.0,
+            seed=0,
+            request_timeout_s=120,
+        )
+        try:
+            with ToolSet(workspace, list(task.tests.command), [], "approve_all") as tools:
+                return await run_agent(task, tools, policy, AgentLimits(4, 4, 3, 200_000, 300))
+        finally:
+            await policy.aclose()
+
+    try:
+        run = asyncio.run(drive())
+    finally:
+        worker.stop()
+    assert run.agent.category not in AGENT_FAILURES
+    assert run.agent.turns >= 1
+    records = worker.file_records()
+    used = [turn for turn in run.turns if turn.request_index is not None]
+    assert len(records) == len(used)
+    for turn in used:
+        record = records[turn.request_index]  # type: ignore[index]
+        assert (record["prompt_tokens"], record["completion_tokens"]) == (
+            turn.prompt_tokens,
+            turn.completion_tokens,
+        )
