@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from harness.profiles import ProfileError, load_profile
+from harness.profiles.lock import LockError, lock_path, pin_snapshot
 from harness.trial.modelstage import prepare
+from host.model.categories import PinError
 from host.model.pins import format_pins_toml
 from host.model.synth import synthesize_tiny
 
@@ -23,6 +25,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for name in ("prepare", "verify"):
         action = actions.add_parser(name, help=f"{name} the profile's GGUF in the cache")
         action.add_argument("--profile", required=True)
+        if name == "prepare":
+            action.add_argument("--source", type=Path, help="a local snapshot (hf_snapshot)")
+    pin = actions.add_parser("pin", help="pin a local snapshot: writes profiles/NAME.lock.json")
+    pin.add_argument("--profile", required=True)
+    pin.add_argument("--source", type=Path, required=True)
     parser.set_defaults(run=run)
 
 
@@ -39,7 +46,15 @@ def run(args: argparse.Namespace) -> int:
     except ProfileError as exc:
         print(f"harness model: {exc}", file=sys.stderr)
         return 2
-    prepared = prepare(profile, CACHE)
+    if args.action == "pin":
+        try:
+            lock = pin_snapshot(profile.name, args.source)
+        except (LockError, PinError, OSError) as exc:
+            print(f"harness model: pin refused: {exc}", file=sys.stderr)
+            return 1
+        print(f"{lock_path(profile.name)}: {len(lock.pins)} files pinned by the operator")
+        return 0
+    prepared = prepare(profile, CACHE, getattr(args, "source", None))
     record = prepared.record
     if record.category == "pins_missing":
         print(

