@@ -12,6 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from harness.dispatch import DispatchRefused, read_ticket
 from harness.profiles import ProfileError, load_profile
 from harness.trial.pipeline import TrialOptions, run_trial
 from receipts.canonical import canonical
@@ -57,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.dispatch is not None:
+        try:
+            read_ticket(args.dispatch)
+        except DispatchRefused as refusal:
+            print(f"harness trial: dispatch ticket refused: {refusal.category}", file=sys.stderr)
+            return EXIT_USAGE
     options = TrialOptions(
         profile=profile,
         task=args.task or profile.agent.default_task,

@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from guest.task import load_task, task_digest
 from harness.dispatch import DispatchRefused, admit
@@ -73,7 +73,6 @@ HARNESS_VERSION = "0.1.0"
 WORKER_URL = "http://10.0.2.100:8080"
 """The guest's one route to the host worker: QEMU's guestfwd to the worker's socket."""
 WORK = "/work"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -478,6 +477,7 @@ class Trial:
             for later in ("gate", "worker", "agent", "verification"):
                 singles.pop(later, None)  # the VM failed under them: their evidence is void
             self.records.turns, self.records.tool_calls = (), ()
+            self.worker_requests = ()
         provisional = self.trial_record(started_ms, None, "evidence_incomplete")
         records = RecordSet(
             trial=provisional,

@@ -79,3 +79,19 @@ def test_trial_usage_errors_are_one_line_and_exit_two() -> None:
     unknown = run("trial", "--profile", "nope")
     assert unknown.returncode == 2
     assert unknown.stderr.startswith("harness trial: profile nope: not found")
+
+
+def test_trial_refuses_an_unreadable_dispatch_ticket_before_starting(tmp_path: Path) -> None:
+    ticket = tmp_path / "ticket.json"
+    ticket.write_text('{"not": "a ticket"}')
+    result = run(
+        "trial",
+        "--profile",
+        "tiny",
+        "--dispatch",
+        str(ticket),
+        "--agent",
+        "scripted:profiles/tasks/py-one-line-fix/scripts/solution.json",
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("harness trial: dispatch ticket refused: malformed")
