@@ -429,7 +429,12 @@ class Trial:
     def _vm_gone(self) -> bool:
         """Whether the guest's QEMU process has exited (vs. only the SSH link failing)."""
         vm = self.vm.vm if self.vm is not None else None
-        return isinstance(vm, QemuVm) and not vm.alive()
+        if not isinstance(vm, QemuVm):
+            return False
+        settle = time.monotonic() + 2.0  # the SSH error can arrive before the exit is visible
+        while vm.alive() and time.monotonic() < settle:
+            time.sleep(0.05)
+        return not vm.alive()
 
     # ---- the whole run --------------------------------------------------------------------
     async def run(self) -> TrialResult:
