@@ -8,7 +8,13 @@ key; `SshSession.run/put/get` carry deadlines. Failures are `SshError` with a cl
 
 from host.ssh.banner import open_ssh_socket, wait_for_banner
 from host.ssh.categories import SshFailure
-from host.ssh.client import CommandResult, SshSession, connect, pinned_known_hosts
+from host.ssh.client import (
+    CommandResult,
+    RemoteProcess,
+    SshSession,
+    connect,
+    pinned_known_hosts,
+)
 from host.ssh.errors import SshError
 from host.ssh.keys import (
     KeyFiles,
@@ -21,6 +27,7 @@ from host.ssh.keys import (
 __all__ = [
     "CommandResult",
     "KeyFiles",
+    "RemoteProcess",
     "SshError",
     "SshFailure",
     "SshSession",

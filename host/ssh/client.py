@@ -117,6 +117,57 @@ async def _read_bounded(stream: asyncssh.SSHReader[bytes], limit: int) -> tuple[
         kept += chunk[: max(room, 0)]
 
 
+class RemoteProcess:
+    """A guest command that keeps running while the trial goes on (the guest worker).
+
+    Its stdin is written once and closed; stdout is read line by line under a
+    deadline, each line bounded; stderr is drained and dropped so a chatty process
+    can never block on a full channel. It is ended by the caller (a signal sent by
+    another command), and `wait` reports how it ended.
+    """
+
+    def __init__(self, process: asyncssh.SSHClientProcess[bytes]) -> None:
+        self._process = process
+        self._drain = asyncio.ensure_future(_read_bounded(process.stderr, 0))
+
+    async def readline(self, *, deadline_s: float, limit: int = 65536) -> bytes:
+        """One stdout line (without the newline); b"" once stdout has ended."""
+        try:
+            async with asyncio.timeout(deadline_s):
+                line = await self._process.stdout.readline()
+        except TimeoutError:
+            raise SshError("command_timeout") from None
+        except (asyncssh.Error, OSError):
+            raise SshError("connection_dropped") from None
+        if len(line) > limit:
+            raise SshError("protocol_error")
+        return line.rstrip(b"\n")
+
+    def running(self) -> bool:
+        """Whether the channel is still open (the remote command has not ended)."""
+        return self._process.exit_status is None and self._process.exit_signal is None
+
+    async def wait(self, *, deadline_s: float) -> tuple[int | None, str | None]:
+        """(exit status, signal name) once the remote command has ended."""
+        try:
+            async with asyncio.timeout(deadline_s):
+                completed = await self._process.wait(check=False)
+        except TimeoutError:
+            raise SshError("command_timeout") from None
+        except (asyncssh.Error, OSError):
+            raise SshError("connection_dropped") from None
+        finally:
+            self._drain.cancel()
+        signal = completed.exit_signal[0] if completed.exit_signal else None
+        return (completed.exit_status if signal is None else None), signal
+
+    def close(self) -> None:
+        """Close the channel (does not by itself end the remote command)."""
+        self._drain.cancel()
+        with contextlib.suppress(asyncssh.Error, OSError):
+            self._process.close()
+
+
 class SshSession:
     """One authenticated connection to a guest."""
 
@@ -161,6 +212,19 @@ class SshSession:
             stderr_truncated=err_cut,
             duration_ms=int((time.monotonic() - started) * 1000),
         )
+
+    async def start(self, command: str, *, deadline_s: float, stdin: bytes = b"") -> RemoteProcess:
+        """Start `command`, write `stdin` and close it, and return without waiting."""
+        try:
+            async with asyncio.timeout(deadline_s):
+                process = await self._conn.create_process(command, encoding=None)
+                process.stdin.write(stdin)
+                process.stdin.write_eof()
+        except TimeoutError:
+            raise SshError("command_timeout") from None
+        except (asyncssh.Error, OSError):
+            raise SshError("connection_dropped") from None
+        return RemoteProcess(process)
 
     async def put(
         self,

@@ -2,7 +2,7 @@
 
 The server presents a host key chosen by the test, accepts only the given client
 public key, runs a tiny command language (`exit N`, `echo TEXT`, `sleep`, `flood N`,
-`drop`) and serves SFTP from a directory. It is real SSH on a real socket.
+`lines N`, `huge`, `drop`) and serves SFTP from a directory. It is real SSH on a real socket.
 """
 
 from __future__ import annotations
@@ -34,6 +34,15 @@ async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
     elif word == "flood":
         process.stdout.write(b"x" * int(rest))
         process.exit(0)
+    elif word == "lines":
+        # a long-running service: a line per stdin line, stderr chatter, runs until stdin ends
+        process.stderr.write(b"e" * 200_000)
+        async for line in process.stdin:
+            process.stdout.write(b"got " + line)
+        process.exit(int(rest or "0"))
+    elif word == "huge":
+        process.stdout.write(b"y" * 100_000 + b"\n")
+        await asyncio.sleep(3600)
     elif word == "sleep":
         await asyncio.sleep(3600)
     elif word == "drop":

@@ -104,3 +104,38 @@ def test_host_key_digest_is_of_the_public_blob() -> None:
     assert keys.host_key_sha256 == public_key_sha256(keys.host_public)
     assert len(keys.host_key_sha256) == 64
     assert keys.host_key_sha256 != public_key_sha256(keys.client_key.convert_to_public())
+
+
+async def test_started_process_streams_lines_and_reports_its_end(fake_guest: FakeGuest) -> None:
+    session = await connect("127.0.0.1", fake_guest.port, fake_guest.keys, deadline_s=10)
+    try:
+        process = await session.start("lines 5", deadline_s=10, stdin=b"one\ntwo\n")
+        assert await process.readline(deadline_s=10) == b"got one"
+        assert await process.readline(deadline_s=10) == b"got two"
+        assert await process.readline(deadline_s=10) == b""
+        assert await process.wait(deadline_s=10) == (5, None)
+        assert not process.running()
+    finally:
+        await session.close()
+
+
+async def test_started_process_line_deadline_and_bound(fake_guest: FakeGuest) -> None:
+    session = await connect("127.0.0.1", fake_guest.port, fake_guest.keys, deadline_s=10)
+    try:
+        quiet = await session.start("sleep", deadline_s=10)
+        started = time.monotonic()
+        with pytest.raises(SshError) as err:
+            await quiet.readline(deadline_s=0.3)
+        assert err.value.category == "command_timeout"
+        assert time.monotonic() - started < 3
+        assert quiet.running()
+        quiet.close()
+        flood = await session.start("huge", deadline_s=10)
+        with pytest.raises(SshError) as err:
+            await flood.readline(deadline_s=10, limit=1000)
+        assert err.value.category == "protocol_error"
+        flood.close()
+        after = await session.run("exit 0", deadline_s=10)
+        assert after.exit_status == 0
+    finally:
+        await session.close()
