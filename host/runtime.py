@@ -43,6 +43,26 @@ AGENT_DISTRIBUTIONS = (
     "idna",
     "certifi",
 )
+WORKER_DISTRIBUTIONS = (
+    *AGENT_DISTRIBUTIONS,
+    "numpy",
+    "llguidance",
+    "jsonschema",
+    "jsonschema_specifications",
+    "referencing",
+    "rpds_py",
+    "attrs",
+    "starlette",
+    "uvicorn",
+    "click",
+    "structlog",
+    "jinja2",
+    "markupsafe",
+    "diskcache",
+)
+"""What `guest.worker` imports beyond the agent's needs, for placement `guest`. The
+llama-cpp-python wheel is not fetched: it is the guest-flavour build (SSE4.2 only,
+host/wheels.py), passed in as an extra wheel."""
 DEFAULT_CACHE = Path.home() / ".cache" / "harness" / "runtimes"
 Provenance = Literal["built_by_this_run", "adopted_from_cache"]
 

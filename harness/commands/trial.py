@@ -1,4 +1,4 @@
-"""`harness trial --profile NAME [--task ID] [--agent model|scripted:FILE] [--out DIR] ...`.
+"""`harness trial --profile NAME [--task ID] [--agent model|scripted:FILE] [--placement P] ...`.
 
 Exit status reflects the verdict: 0 accepted, 1 task_incomplete, 3 any failed_* or
 evidence_incomplete verdict, 2 usage or an input that cannot be read, 4 when the
@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.dispatch import DispatchRefused, read_ticket
 from harness.profiles import ProfileError, load_profile
 from harness.trial.pipeline import TrialOptions, run_trial
+from harness.trial.progress import LiveProgress
 from receipts.canonical import canonical
 
 EXIT_ACCEPTED, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_FAILED, EXIT_INVALID_RECEIPT = 0, 1, 2, 3, 4
@@ -28,6 +29,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--out", type=Path, default=Path("receipts-out"))
     parser.add_argument("--backend", choices=("qemu", "libvirt"), default="qemu")
     parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
+    parser.add_argument(
+        "--placement",
+        choices=("auto", "guest", "host"),
+        default=None,
+        help="where the worker runs (default: the profile's worker.placement)",
+    )
     parser.add_argument("--dispatch", type=Path, metavar="FILE")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(run=run)
@@ -51,13 +58,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.backend == "libvirt":
         print("harness trial: not yet: the libvirt backend is not built", file=sys.stderr)
         return EXIT_USAGE
-    if script is None and profile.worker.placement == "guest":
-        print(
-            "harness trial: not yet: worker placement 'guest' is not built (its guest-flavour "
-            "llama.cpp wheel is not); use placement 'host' or 'auto' under TCG",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     if args.dispatch is not None:
         try:
             read_ticket(args.dispatch)
@@ -72,8 +72,13 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         accel=args.accel,
         dispatch=args.dispatch,
+        placement=args.placement,
     )
-    result = asyncio.run(run_trial(options))
+    if sys.stderr.isatty() and not args.json:
+        with LiveProgress() as live:  # stage, elapsed and deadline, drawn on the terminal
+            result = asyncio.run(run_trial(options, progress=live))
+    else:
+        result = asyncio.run(run_trial(options))
     if args.json:
         sys.stdout.write(
             canonical(

@@ -10,6 +10,7 @@ and the bundle is audited before it is reported.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import json
@@ -18,6 +19,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,11 +29,23 @@ from harness.dispatch import DispatchRefused, admit
 from harness.profiles import Profile
 from harness.source import bind_source
 from harness.trial.guestcmd import GATE_SOURCE, READ_ONLY, gated_command, parse_gate_line
+from harness.trial.guestworker import (
+    MODEL_FILE,
+    GuestWorker,
+    collect,
+    guest_worker_record,
+    start_guest_worker,
+)
+from harness.trial.guestworker import READY_DEADLINE_S as GUEST_READY_S
+from harness.trial.guestworker import WORKER_URL as GUEST_WORKER_URL
 from harness.trial.hoststate import host_state_record
 from harness.trial.modelstage import PreparedModel, prepare
 from harness.trial.owned import OwnedResources
+from harness.trial.placement import PlacementRequest, resolve_placement
 from harness.trial.preflight import preflight
-from harness.trial.vmstage import VmHandle, VmStageFailed, start_vm, vm_record
+from harness.trial.progress import NoProgress, ProgressSink, TrialStep
+from harness.trial.vmstage import DiskPlan, VmHandle, VmStageFailed, start_vm, vm_record
+from harness.trial.workerstage import READY_DEADLINE_S as HOST_READY_S
 from harness.trial.workerstage import (
     HostWorker,
     WorkerStageFailed,
@@ -42,13 +56,20 @@ from harness.trial.workerstage import (
 from host.hoststate.snapshot import take_snapshot
 from host.image.build import GuestImage, ensure_image, failure_record
 from host.image.errors import ImageError
-from host.runtime import GuestRuntime, RuntimeBuildError, build_runtime
-from host.ssh import CommandResult
+from host.runtime import (
+    WORKER_DISTRIBUTIONS,
+    GuestRuntime,
+    RuntimeBuildError,
+    build_runtime,
+)
+from host.ssh import CommandResult, SshSession
 from host.ssh.errors import SshError
 from host.vm.backend import Vm, VmBackend
-from host.vm.categories import AccelRequest
+from host.vm.categories import Accelerator, AccelRequest
 from host.vm.errors import VmError
+from host.vm.lease import TrialLease
 from host.vm.qemu import QemuBackend, QemuVm
+from host.wheels import WheelBuildError, build_llama
 from receipts.audit import audit_bytes
 from receipts.bundle import WrittenBundle, write_bundle
 from receipts.records import (
@@ -70,9 +91,10 @@ from receipts.verdict import derive_verdict, first_failed_stage, stage_succeeded
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS_VERSION = "0.1.0"
-WORKER_URL = "http://10.0.2.100:8080"
+HOST_WORKER_URL = "http://10.0.2.100:8080"
 """The guest's one route to the host worker: QEMU's guestfwd to the worker's socket."""
 WORK = "/work"
+GATE_DEADLINE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +109,8 @@ class TrialOptions:
     dispatch: Path | None = None
     ledger: Path | None = None
     cache: Path = Path.home() / ".cache" / "harness"
+    placement: PlacementRequest | None = None
+    """Overrides the profile's `worker.placement` (None keeps the profile's)."""
 
 
 @dataclass(frozen=True)
@@ -134,8 +158,14 @@ def _task_tar(task_dir: Path) -> bytes:
 
 
 class Trial:
-    def __init__(self, options: TrialOptions, backend: VmBackend | None = None) -> None:
+    def __init__(
+        self,
+        options: TrialOptions,
+        backend: VmBackend | None = None,
+        progress: ProgressSink | None = None,
+    ) -> None:
         self.o = options
+        self.progress: ProgressSink = progress or NoProgress()
         self.backend = backend or QemuBackend()
         self.trial_id = secrets.token_hex(16)
         self.tag = self.trial_id[:16]
@@ -147,10 +177,33 @@ class Trial:
         self.runtime: GuestRuntime | None = None
         self.model: PreparedModel | None = None
         self.worker: HostWorker | None = None
-        self.placement: Placement = "none" if options.script is not None else "host"
+        self.guest_worker: GuestWorker | None = None
+        self.placement_requested: PlacementRequest = (
+            options.placement or options.profile.worker.placement
+        )
+        # Until the VM stage knows the accelerator, `auto` reads as it resolves without
+        # a probe (an explicit kvm request: guest; otherwise host).
+        self.placement: Placement = (
+            "none"
+            if options.script is not None
+            else resolve_placement(
+                self.placement_requested, "kvm" if options.accel == "kvm" else "tcg"
+            )
+        )
         self.worker_requests: tuple[WorkerRequestRecord, ...] = ()
 
     # ---- helpers -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def step(self, name: TrialStep, deadline_s: float | None = None) -> Iterator[None]:
+        """Report a step's start and end (and whether it ended well) to the progress sink."""
+        self.progress.begin(name, deadline_s)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            self.progress.end(name, ok)
+
     def keep(self, name: str, record: Any) -> None:
         self.records.singles[name] = record
 
@@ -159,14 +212,17 @@ class Trial:
             raise StageFailed
         return self.vm.vm
 
+    def live_session(self) -> SshSession:
+        vm = self.live_vm()
+        if not isinstance(vm, QemuVm):
+            raise StageFailed  # the libvirt backend is not built yet
+        return vm.session()
+
     async def guest(
         self, command: str, deadline_s: float, stdin: bytes | None = None
     ) -> CommandResult:
         """Run a command in the guest (stdin carries the gate's source when gated)."""
-        vm = self.live_vm()
-        if not isinstance(vm, QemuVm):
-            raise StageFailed  # the libvirt backend is not built yet
-        return await vm.session().run(command, deadline_s=deadline_s, stdin=stdin)
+        return await self.live_session().run(command, deadline_s=deadline_s, stdin=stdin)
 
     # ---- stages --------------------------------------------------------------------------
     def stage_preflight(self) -> None:
@@ -206,21 +262,31 @@ class Trial:
         sha256 = self.model.record.gguf_sha256
         assert sha256 is not None
         try:
-            self.worker = await start_host_worker(
-                profile=self.o.profile,
-                gguf=self.model.gguf,
-                sha256=sha256,
-                scratch=scratch,
-                tag=self.tag,
-                owned=self.owned,
-            )
+            if self.placement == "guest":
+                assert self.runtime is not None
+                self.guest_worker = await start_guest_worker(
+                    session=self.live_session(),
+                    profile=self.o.profile,
+                    sha256=sha256,
+                    pins_sha256=self.runtime.pins_sha256,
+                    owned=self.owned,
+                )
+            else:
+                self.worker = await start_host_worker(
+                    profile=self.o.profile,
+                    gguf=self.model.gguf,
+                    sha256=sha256,
+                    scratch=scratch,
+                    tag=self.tag,
+                    owned=self.owned,
+                )
         except WorkerStageFailed as failure:
             self.keep(
                 "worker",
                 WorkerRecord(
                     category=failure.category,
-                    placement="host",
-                    channel="guestfwd_unix",
+                    placement="guest" if self.placement == "guest" else "host",
+                    channel="guest_loopback" if self.placement == "guest" else "guestfwd_unix",
                     model_sha256=sha256,
                     constraint_backend="none",
                     requests=0,
@@ -238,6 +304,11 @@ class Trial:
 
     async def stop_worker(self) -> None:
         """Stop the worker before verification; its records are final once it has exited."""
+        if self.guest_worker is not None:
+            await self.owned.release_early("worker_process")
+            self.worker_requests = collect(self.guest_worker)
+            self.keep("worker", guest_worker_record(self.guest_worker, self.worker_requests))
+            return
         if self.worker is None:
             return
         await self.owned.release_early("worker_process")
@@ -266,24 +337,43 @@ class Trial:
         shutil.copytree(self.task_dir / "workspace", root / "workspace")
         if self.o.script is not None:
             shutil.copy(self.o.script, root / "script.json")
+        if self.placement == "guest":
+            assert self.model is not None and self.model.gguf is not None
+            _link_or_copy(self.model.gguf, root / MODEL_FILE)
         return root
 
-    async def stage_vm(self, image: GuestImage, scratch: Path) -> None:
+    def build_runtime(self) -> GuestRuntime:
+        """The agent's runtime, plus the worker and the guest llama.cpp build when the
+        worker runs in the guest."""
+        if self.placement != "guest":
+            return build_runtime(REPO, cache=self.o.cache / "runtimes")
         try:
-            self.runtime = await asyncio.to_thread(
-                build_runtime, REPO, cache=self.o.cache / "runtimes"
-            )
-        except RuntimeBuildError:
-            raise StageFailed from None
-        source = await asyncio.to_thread(self.data_source, scratch)
+            llama = build_llama("guest", self.o.cache / "wheels")
+        except WheelBuildError:
+            raise RuntimeBuildError("guest llama-cpp-python wheel unavailable") from None
+        return build_runtime(
+            REPO,
+            distributions=WORKER_DISTRIBUTIONS,
+            extra_wheels=(llama.wheel,),
+            cache=self.o.cache / "runtimes",
+        )
+
+    async def stage_vm(self, image: GuestImage, scratch: Path) -> None:
+        async def plan(accelerator: Accelerator) -> DiskPlan:
+            if self.o.script is None:
+                self.placement = resolve_placement(self.placement_requested, accelerator)
+            self.runtime = await asyncio.to_thread(self.build_runtime)
+            source = await asyncio.to_thread(self.data_source, scratch)
+            channel = scratch / "api.sock" if self.placement == "host" else None
+            return DiskPlan(source, channel)
+
         try:
             self.vm = await start_vm(
                 profile=self.o.profile,
                 image=image,
-                data_source=source,
+                plan=plan,
                 tag=self.tag,
                 trial_root=self.o.cache / "trials",
-                worker_socket=None if self.o.script is not None else scratch / "api.sock",
                 backend=self.backend,
                 accel=self.o.accel,
                 owned=self.owned,
@@ -292,12 +382,16 @@ class Trial:
             self.vm_category = failure.category
             self.vm = failure.handle
             raise StageFailed from None
+        except RuntimeBuildError:
+            raise StageFailed from None
 
     async def stage_gate(self) -> None:
         assert self.runtime is not None
         started = time.monotonic()
         result = await self.guest(
-            gated_command(self.runtime.pins_sha256, "guest.gate.ready"), 60.0, stdin=GATE_SOURCE
+            gated_command(self.runtime.pins_sha256, "guest.gate.ready"),
+            GATE_DEADLINE_S,
+            stdin=GATE_SOURCE,
         )
         line = parse_gate_line(result.stdout)
         category = line.category if line is not None else "unread"
@@ -353,7 +447,7 @@ class Trial:
             inference = profile.inference
             args += [
                 "--endpoint",
-                WORKER_URL,
+                GUEST_WORKER_URL if self.placement == "guest" else HOST_WORKER_URL,
                 "--model",
                 f"gguf-{self.model.record.gguf_sha256[:12]}",
                 "--max-tokens",
@@ -438,43 +532,64 @@ class Trial:
 
     # ---- the whole run --------------------------------------------------------------------
     async def run(self) -> TrialResult:
+        """The trial under its lease (host/vm/lease.py): `harness gc` leaves a live
+        trial's resources alone and releases a killed one's."""
+        trials_root = self.o.cache / "trials"
+        with TrialLease(trials_root, self.tag):
+            return await self._run(trials_root)
+
+    async def _run(self, trials_root: Path) -> TrialResult:
         started_ms = int(time.time() * 1000)
         before = take_snapshot()
-        scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-"))
+        scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-", dir=trials_root))
         try:
+            profile = self.o.profile
             try:
-                self.stage_preflight()
-                source = self.stage_source()
+                with self.step("preflight"):
+                    self.stage_preflight()
+                with self.step("source"):
+                    source = self.stage_source()
                 if self.o.dispatch is not None:
-                    self.stage_dispatch(source)
+                    with self.step("dispatch"):
+                        self.stage_dispatch(source)
                 if self.o.script is None:
-                    self.stage_model()
-                image = self.stage_image()
-                await self.stage_vm(image, scratch)
-                await self.stage_gate()
+                    with self.step("model", float(profile.provisioning.deadline_s)):
+                        self.stage_model()
+                with self.step("image", float(profile.provisioning.deadline_s)):
+                    image = self.stage_image()
+                with self.step("vm", float(profile.vm.ssh_deadline_s)):
+                    await self.stage_vm(image, scratch)
+                with self.step("gate", GATE_DEADLINE_S):
+                    await self.stage_gate()
                 if self.o.script is None:
-                    await self.stage_worker(scratch)
+                    ready_s = GUEST_READY_S if self.placement == "guest" else HOST_READY_S
+                    with self.step("worker", ready_s):
+                        await self.stage_worker(scratch)
                 try:
-                    await self.stage_agent()
+                    with self.step("agent", float(profile.agent.wall_deadline_s)):
+                        await self.stage_agent()
                 finally:
                     await self.stop_worker()  # before verification, and whatever the agent did
-                await self.stage_verification()
+                with self.step("verification"):
+                    await self.stage_verification()
             except StageFailed:
                 pass
             except (SshError, VmError):
                 self.vm_category = "qemu_exited" if self._vm_gone() else "ssh_dropped"
         finally:
-            vm_final = (
-                vm_record(self.vm, self.vm_category, self.o.profile)
-                if self.vm is not None
-                else None
-            )
-            cleanup = await self.owned.release_all()
-            shutil.rmtree(scratch, ignore_errors=True)
+            with self.step("teardown"):
+                vm_final = (
+                    vm_record(self.vm, self.vm_category, self.o.profile)
+                    if self.vm is not None
+                    else None
+                )
+                cleanup = await self.owned.release_all()
+                shutil.rmtree(scratch, ignore_errors=True)
         if vm_final is not None:
             self.keep("vm", vm_final)
-        hoststate = host_state_record(before, take_snapshot())
-        return self.bundle(started_ms, cleanup, hoststate)
+        with self.step("bundle"):
+            hoststate = host_state_record(before, take_snapshot())
+            return self.bundle(started_ms, cleanup, hoststate)
 
     def bundle(self, started_ms: int, cleanup: list[Any], hoststate: Any) -> TrialResult:
         singles = dict(self.records.singles)
@@ -529,5 +644,13 @@ class Trial:
         )
 
 
-async def run_trial(options: TrialOptions) -> TrialResult:
-    return await Trial(options).run()
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A hard link where the filesystem allows (a GGUF can be gigabytes), else a copy."""
+    try:
+        target.hardlink_to(source)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+async def run_trial(options: TrialOptions, progress: ProgressSink | None = None) -> TrialResult:
+    return await Trial(options, progress=progress).run()

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from host.image.build import GuestImage
 from host.image.disk import build_data_disk
 from host.vm.accel import choose_accelerator
 from host.vm.backend import Vm, VmBackend, VmSpec
-from host.vm.categories import AccelRequest
+from host.vm.categories import Accelerator, AccelRequest
 from host.vm.cleanup import CleanupResult
 from host.vm.errors import VmError
 from receipts.records import VmRecord
@@ -44,6 +45,15 @@ class VmHandle:
     pids_limit: int | None = None
     vm: Vm | None = None
     boot_to_ssh_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class DiskPlan:
+    """What the trial puts on the read-only disk and where the worker channel ends."""
+
+    data_source: Path
+    worker_socket: Path | None
+    """The host worker's socket for the guestfwd channel; None when there is no channel."""
 
 
 class VmStageFailed(Exception):
@@ -84,15 +94,18 @@ async def start_vm(
     *,
     profile: Profile,
     image: GuestImage,
-    data_source: Path,
+    plan: Callable[[Accelerator], Awaitable[DiskPlan]],
     tag: str,
     trial_root: Path,
     backend: VmBackend,
     accel: AccelRequest,
     owned: OwnedResources,
-    worker_socket: Path | None = None,
 ) -> VmHandle:
-    """Bring the guest up under its budgets; raises VmStageFailed with the category."""
+    """Bring the guest up under its budgets; raises VmStageFailed with the category.
+
+    The accelerator is chosen first, because what goes on the read-only disk and
+    whether a worker channel exists depend on it (`auto` placement); `plan` is asked
+    for both once the choice is known."""
     try:
         cgroup = detect().create(f"trial-{tag}")
     except (CgroupError, OSError):
@@ -120,9 +133,12 @@ async def start_vm(
 
     owned.register("data_disk", release_disk)
     try:
-        data_disk = await asyncio.to_thread(build_data_disk, data_source, disk_dir / "data.img")
         choice = await choose_accelerator(
             accel, image.vmlinux, image.initramfs, cgroup=cgroup, scratch_root=trial_root, tag=tag
+        )
+        disk_plan = await plan(choice.accelerator)
+        data_disk = await asyncio.to_thread(
+            build_data_disk, disk_plan.data_source, disk_dir / "data.img"
         )
         spec = VmSpec(
             tag=tag,
@@ -135,7 +151,7 @@ async def start_vm(
             vcpus=profile.vm.vcpus,
             tb_size_mib=profile.vm.tcg_tb_size_mib,
             data_disk=data_disk.path,
-            worker_socket=worker_socket,
+            worker_socket=disk_plan.worker_socket,
         )
         vm = backend.create(spec)
         owned.register("qemu_process", vm.cleanup)

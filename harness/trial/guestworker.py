@@ -1,0 +1,260 @@
+"""The worker inside the guest (placement `guest`; what `auto` picks under KVM).
+
+Why in the guest: with hardware acceleration the model runs there near native speed,
+and then the host serves nothing the guest can talk to — no channel exists at all.
+The worker runs from the gate-verified runtime (its llama.cpp is the guest build,
+SSE4.2 only, host/wheels.py), hashes the GGUF on the read-only disk against the
+pinned digest before loading it, and listens on the guest's loopback only. It runs in
+its own cgroup v2 inside the guest under the profile's worker limit, so the guest
+kernel enforces the budget and the worker's admission reads it as its `self` scope.
+Its request records are written to a root-only directory the agent cannot reach.
+
+The SSH channel that started it stays open while it runs; it is stopped by a signal
+sent over a second command, and its cleanup proof is that its PID is gone from the
+guest's /proc after the channel reported its end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.profiles import Profile
+from harness.trial.guestcmd import GATE_SOURCE, READ_ONLY, gated_command, parse_gate_line
+from harness.trial.owned import OwnedResources
+from harness.trial.workerstage import CONSTRAINT, WorkerStageFailed, read_requests
+from host.ssh import RemoteProcess, SshSession
+from host.ssh.errors import SshError
+from host.vm.cleanup import CleanupResult
+from receipts.records import WorkerRecord, WorkerRequestRecord
+from receipts.records.worker import WorkerCategory
+
+GUEST_PORT = 8080
+WORKER_URL = f"http://127.0.0.1:{GUEST_PORT}"
+MODEL_FILE = "model.gguf"
+"""The GGUF's name on the read-only disk."""
+CGROUP = "/sys/fs/cgroup/harness-worker"
+STATE_DIR = "/run/harness-worker"
+RECORDS = f"{STATE_DIR}/records.jsonl"
+PID_PREFIX = b"HARNESS-WORKER-PID "
+READY_DEADLINE_S = 300.0
+"""Gate over the runtime, GGUF hash and model load, all under TCG in the worst case."""
+STOP_DEADLINE_S = 10.0
+COMMAND_DEADLINE_S = 30.0
+
+
+@dataclass
+class GuestWorker:
+    process: RemoteProcess
+    pid: int
+    records_local: Path
+    model_sha256: str
+    load_ms: int
+    started: float
+    exited_early: bool = False
+    peak_bytes: int | None = None
+    oom_kills: int | None = None
+    requests: tuple[WorkerRequestRecord, ...] = ()
+
+
+def launch_script(profile: Profile, sha256: str, pins_sha256: str) -> str:
+    """The guest command: own cgroup (memory limit, no swap), then exec the gated worker."""
+    inference = profile.inference
+    limit = profile.memory.worker_cgroup_limit
+    worker = gated_command(
+        pins_sha256,
+        "guest.worker",
+        "serve",
+        "--model",
+        f"{READ_ONLY}/{MODEL_FILE}",
+        "--sha256",
+        sha256,
+        "--port",
+        str(GUEST_PORT),
+        "--threads",
+        str(inference.threads),
+        "--context",
+        str(inference.context_tokens),
+        "--request-floor",
+        str(profile.memory.request_admission_floor),
+        "--runtime-guard",
+        str(profile.memory.runtime_guard),
+        "--deadline-s",
+        str(inference.request_deadline_s),
+        "--max-tokens",
+        str(inference.max_tokens),
+        "--records",
+        RECORDS,
+    )
+    lines = [
+        "set -eu",
+        f"mkdir -m 0700 -p {STATE_DIR}",
+        "grep -q '^[^ ]* /sys/fs/cgroup cgroup2 ' /proc/mounts"
+        " || mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup",
+        "echo +memory > /sys/fs/cgroup/cgroup.subtree_control",
+        f"mkdir {CGROUP}",
+        f"echo {limit} > {CGROUP}/memory.max",
+        f'test "$(cat {CGROUP}/memory.max)" = {limit}',
+        f"if [ -e {CGROUP}/memory.swap.max ]; then echo 0 > {CGROUP}/memory.swap.max; fi",
+        f"echo $$ > {CGROUP}/cgroup.procs",
+        'echo "HARNESS-WORKER-PID $$"',
+        f"exec {worker}",
+    ]
+    return "sh -c " + shlex.quote("\n".join(lines))
+
+
+async def _read_startup(process: RemoteProcess, deadline: float) -> tuple[int, dict[str, object]]:
+    """The PID line, the gate's line, then the worker's ready line, within one deadline."""
+    pid_line = await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1))
+    if not pid_line.startswith(PID_PREFIX):
+        raise WorkerStageFailed("worker_exited")
+    pid = int(pid_line[len(PID_PREFIX) :])
+    gate = parse_gate_line(await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1)))
+    if gate is None or gate.category != "ok":
+        raise WorkerStageFailed("worker_exited")
+    ready_line = await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1))
+    try:
+        ready = json.loads(ready_line) if ready_line else {}
+    except ValueError:
+        ready = {}
+    return pid, ready if isinstance(ready, dict) else {}
+
+
+async def start_guest_worker(
+    *,
+    session: SshSession,
+    profile: Profile,
+    sha256: str,
+    pins_sha256: str,
+    owned: OwnedResources,
+) -> GuestWorker:
+    """Start the worker in the guest and wait for its ready line; register its release."""
+    started = time.monotonic()
+    try:
+        process = await session.start(
+            launch_script(profile, sha256, pins_sha256),
+            deadline_s=COMMAND_DEADLINE_S,
+            stdin=GATE_SOURCE,
+        )
+    except SshError:
+        raise WorkerStageFailed("worker_unreachable") from None
+    holder: list[GuestWorker] = []
+    owned.register("worker_process", _release(session, process, holder))
+    try:
+        pid, ready = await _read_startup(process, started + READY_DEADLINE_S)
+    except SshError as exc:
+        raise WorkerStageFailed(
+            "worker_unreachable" if exc.category == "command_timeout" else "worker_exited"
+        ) from None
+    except ValueError:
+        raise WorkerStageFailed("worker_exited") from None
+    if ready.get("ready") is not True or ready.get("port") != GUEST_PORT:
+        raise WorkerStageFailed("model_load_failed" if process.running() else "worker_exited")
+    records_local = Path(tempfile.mkdtemp(prefix="harness-guest-worker-")) / "records.jsonl"
+    worker = GuestWorker(
+        process, pid, records_local, sha256, int((time.monotonic() - started) * 1000), started
+    )
+    holder.append(worker)
+    return worker
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if text.strip().isdigit() else None
+
+
+async def _read_cgroup(session: SshSession, worker: GuestWorker) -> None:
+    """Peak memory and OOM kills of the guest worker cgroup, then remove it."""
+    read = await session.run(
+        f"cat {CGROUP}/memory.peak 2>/dev/null || echo -; "
+        f"sed -n 's/^oom_kill //p' {CGROUP}/memory.events; rmdir {CGROUP}",
+        deadline_s=COMMAND_DEADLINE_S,
+    )
+    lines = [*read.stdout.decode(errors="replace").splitlines(), "", ""]
+    worker.peak_bytes = _int_or_none(lines[0])
+    worker.oom_kills = _int_or_none(lines[1])
+
+
+def _release(
+    session: SshSession, process: RemoteProcess, holder: list[GuestWorker]
+) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
+    async def release() -> tuple[CleanupResult, ...]:
+        began = time.monotonic()
+        worker = holder[0] if holder else None
+        if worker is not None:
+            worker.exited_early = not process.running()
+        ended = False
+        try:
+            if worker is not None and process.running():
+                await session.run(f"kill -TERM {worker.pid}", deadline_s=COMMAND_DEADLINE_S)
+            try:
+                await process.wait(deadline_s=STOP_DEADLINE_S)
+                ended = True
+            except SshError:
+                if worker is not None:
+                    await session.run(f"kill -KILL {worker.pid}", deadline_s=COMMAND_DEADLINE_S)
+                await process.wait(deadline_s=STOP_DEADLINE_S)
+                ended = True
+            gone = ended
+            if worker is not None:
+                probe = await session.run(
+                    f"test ! -e /proc/{worker.pid}", deadline_s=COMMAND_DEADLINE_S
+                )
+                gone = ended and probe.exit_status == 0
+                await _read_cgroup(session, worker)
+                await session.get(RECORDS, worker.records_local, deadline_s=60.0)
+        except SshError:
+            gone = False
+        finally:
+            process.close()
+        elapsed = int((time.monotonic() - began) * 1000)
+        return (
+            CleanupResult(
+                "worker_process",
+                "confirmed" if gone else "failed",
+                "process_reaped" if gone else "unread",
+                elapsed,
+            ),
+        )
+
+    return release
+
+
+def collect(worker: GuestWorker) -> tuple[WorkerRequestRecord, ...]:
+    """The request records fetched at release (none if the file never came back)."""
+    worker.requests = read_requests(worker.records_local)
+    with contextlib.suppress(OSError):
+        worker.records_local.unlink()
+        worker.records_local.parent.rmdir()
+    return worker.requests
+
+
+def guest_worker_record(
+    worker: GuestWorker, requests: tuple[WorkerRequestRecord, ...]
+) -> WorkerRecord:
+    category: WorkerCategory = "ok"
+    if worker.oom_kills:
+        category = "oom_killed"
+    elif worker.exited_early:
+        category = "worker_exited"
+    return WorkerRecord(
+        category=category,
+        placement="guest",
+        channel="guest_loopback",
+        model_sha256=worker.model_sha256,
+        constraint_backend=CONSTRAINT,
+        requests=len(requests),
+        admitted=sum(r.admission == "admitted" for r in requests),
+        refused=sum(r.admission == "refused" for r in requests),
+        prompt_tokens_total=sum(r.prompt_tokens for r in requests),
+        completion_tokens_total=sum(r.completion_tokens for r in requests),
+        oom_kills=worker.oom_kills,
+        peak_rss_bytes=worker.peak_bytes,
+        load_ms=worker.load_ms,
+        duration_ms=int((time.monotonic() - worker.started) * 1000),
+    )

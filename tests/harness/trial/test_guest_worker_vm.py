@@ -1,0 +1,103 @@
+"""The worker inside the guest (placement `guest`): a whole model-driven trial in a real
+QEMU guest (TCG here), its budget inside the guest, and a worker killed mid-trial."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.profiles import load_profile
+from harness.trial.guestworker import CGROUP
+from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from receipts.audit import audit_and_read
+from receipts.recordset import RecordSet
+
+pytestmark = pytest.mark.integration
+
+
+def _options(tmp_path: Path) -> TrialOptions:
+    return TrialOptions(
+        profile=load_profile("tiny"),
+        task="py-one-line-fix",
+        script=None,
+        out_dir=tmp_path,
+        accel="tcg",
+        placement="guest",
+    )
+
+
+def _records(result: TrialResult) -> RecordSet:
+    audit, records = audit_and_read(result.receipt.read_bytes())
+    assert audit.valid, audit.findings
+    assert records is not None and records.trial is not None
+    return records
+
+
+def _all_released(records: RecordSet) -> None:
+    assert records.trial is not None
+    assert {c.status for c in records.cleanup} == {"confirmed"}
+    assert "worker_process" in {c.resource for c in records.cleanup}
+    assert not {"worker_socket", "worker_channel"} & {c.resource for c in records.cleanup}
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"harness-vm-{records.trial.trial_id[:16]}"],
+        capture_output=True,
+        check=False,
+    )
+    assert leftover.returncode == 1, "no QEMU process of this trial is left"
+
+
+class BudgetRecordingTrial(Trial):
+    """Reads the guest worker's cgroup limit and listening sockets before the agent runs."""
+
+    memory_max: bytes = b""
+    listeners: str = ""
+
+    async def stage_agent(self) -> None:
+        limit = await self.guest(f"cat {CGROUP}/memory.max", 30.0)
+        self.memory_max = limit.stdout.strip()
+        tcp = await self.guest("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", 30.0)
+        self.listeners = tcp.stdout.decode()
+        await super().stage_agent()
+
+
+async def test_model_driven_trial_with_the_worker_in_the_guest(tmp_path: Path) -> None:
+    trial = BudgetRecordingTrial(_options(tmp_path))
+    result = await trial.run()
+    assert result.valid
+    records = _records(result)
+    assert records.trial is not None and records.model is not None
+    assert (records.trial.placement, records.trial.channel) == ("guest", "guest_loopback")
+    worker = records.worker
+    assert worker is not None and worker.category == "ok"
+    assert (worker.placement, worker.channel) == ("guest", "guest_loopback")
+    assert worker.requests >= 1 and worker.requests == len(records.worker_requests)
+    assert worker.model_sha256 == records.model.gguf_sha256
+    assert worker.peak_rss_bytes is not None and worker.peak_rss_bytes > 0
+    assert records.agent is not None and records.agent.turns >= 1
+    profile = load_profile("tiny")
+    assert trial.memory_max == str(profile.memory.worker_cgroup_limit).encode()
+    # the worker listens on the guest's loopback only: 127.0.0.1:8080 (0100007F:1F90)
+    listening = [line.split() for line in trial.listeners.splitlines()[1:] if line.strip()]
+    ours = [f for f in listening if f[3] == "0A" and f[1].endswith(":1F90")]
+    assert ours and all(f[1] == "0100007F:1F90" for f in ours)
+    _all_released(records)
+
+
+class WorkerKilledBeforeAgent(Trial):
+    async def stage_agent(self) -> None:
+        assert self.guest_worker is not None
+        await self.guest(f"kill -KILL {self.guest_worker.pid}", 30.0)
+        await super().stage_agent()
+
+
+async def test_worker_killed_in_the_guest_is_named_and_cleaned_up(tmp_path: Path) -> None:
+    result = await WorkerKilledBeforeAgent(_options(tmp_path)).run()
+    assert result.valid
+    records = _records(result)
+    assert records.worker is not None and records.worker.category == "worker_exited"
+    assert result.verdict == "failed_worker"
+    assert records.trial is not None
+    assert records.trial.failed_stage == "worker"
+    _all_released(records)
