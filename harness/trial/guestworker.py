@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.profiles import Profile
-from harness.trial.guestcmd import GATE_SOURCE, READ_ONLY, gated_command, parse_gate_line
+from harness.trial.guestcmd import (
+    GATE_SOURCE,
+    READ_ONLY,
+    WORKER_PINS,
+    WORKER_RUNTIME,
+    gated_command,
+    parse_gate_line,
+)
 from harness.trial.owned import OwnedResources
 from harness.trial.workerstage import CONSTRAINT, WorkerStageFailed, read_requests
 from host.ssh import RemoteProcess, SshSession
@@ -58,6 +65,7 @@ class GuestWorker:
     load_ms: int
     started: float
     exited_early: bool = False
+    records_unread: bool = False
     peak_bytes: int | None = None
     oom_kills: int | None = None
     requests: tuple[WorkerRequestRecord, ...] = ()
@@ -91,10 +99,13 @@ def launch_script(profile: Profile, sha256: str, pins_sha256: str) -> str:
         str(inference.max_tokens),
         "--records",
         RECORDS,
+        runtime=WORKER_RUNTIME,
+        pins=WORKER_PINS,
     )
     lines = [
         "set -eu",
         f"mkdir -m 0700 -p {STATE_DIR}",
+        f": > {RECORDS}",
         "grep -q '^[^ ]* /sys/fs/cgroup cgroup2 ' /proc/mounts"
         " || mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup",
         "echo +memory > /sys/fs/cgroup/cgroup.subtree_control",
@@ -180,6 +191,17 @@ async def _read_cgroup(session: SshSession, worker: GuestWorker) -> None:
     worker.oom_kills = _int_or_none(lines[1])
 
 
+async def _collect_evidence(session: SshSession, worker: GuestWorker) -> None:
+    """The cgroup's readings and the request records, once the worker has exited.
+    Records that cannot be fetched leave the worker's category `worker_unreachable`:
+    its totals would otherwise claim zero requests that nobody counted."""
+    try:
+        await _read_cgroup(session, worker)
+        await session.get(RECORDS, worker.records_local, deadline_s=60.0)
+    except SshError:
+        worker.records_unread = True
+
+
 def _release(
     session: SshSession, process: RemoteProcess, holder: list[GuestWorker]
 ) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
@@ -206,12 +228,14 @@ def _release(
                     f"test ! -e /proc/{worker.pid}", deadline_s=COMMAND_DEADLINE_S
                 )
                 gone = ended and probe.exit_status == 0
-                await _read_cgroup(session, worker)
-                await session.get(RECORDS, worker.records_local, deadline_s=60.0)
         except SshError:
             gone = False
         finally:
             process.close()
+        if worker is not None and gone:
+            await _collect_evidence(session, worker)
+        elif worker is not None:
+            worker.records_unread = True  # still running: its records are not final
         elapsed = int((time.monotonic() - began) * 1000)
         return (
             CleanupResult(
@@ -240,6 +264,8 @@ def guest_worker_record(
     category: WorkerCategory = "ok"
     if worker.oom_kills:
         category = "oom_killed"
+    elif worker.records_unread:
+        category = "worker_unreachable"
     elif worker.exited_early:
         category = "worker_exited"
     return WorkerRecord(

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import secrets
 import shutil
 import tarfile
@@ -175,6 +176,9 @@ class Trial:
         self.vm_category: VmCategory = "ok"
         self.task_dir = REPO / "profiles" / "tasks" / options.task
         self.runtime: GuestRuntime | None = None
+        """What the agent and the verifier import (and the gate stage verifies)."""
+        self.worker_runtime: GuestRuntime | None = None
+        """What the guest worker imports; only with placement `guest`."""
         self.model: PreparedModel | None = None
         self.worker: HostWorker | None = None
         self.guest_worker: GuestWorker | None = None
@@ -263,12 +267,12 @@ class Trial:
         assert sha256 is not None
         try:
             if self.placement == "guest":
-                assert self.runtime is not None
+                assert self.worker_runtime is not None
                 self.guest_worker = await start_guest_worker(
                     session=self.live_session(),
                     profile=self.o.profile,
                     sha256=sha256,
-                    pins_sha256=self.runtime.pins_sha256,
+                    pins_sha256=self.worker_runtime.pins_sha256,
                     owned=self.owned,
                 )
             else:
@@ -329,7 +333,7 @@ class Trial:
         """The read-only disk's tree: runtime, pins, the agent's task copy, the script."""
         assert self.runtime is not None
         root = scratch / "data"
-        shutil.copytree(self.runtime.root, root / "runtime")
+        shutil.copytree(self.runtime.root, root / "runtime", copy_function=_link_or_copy)
         shutil.copy(self.runtime.pins, root / "pins.json")
         task_copy = root / "task" / self.o.task
         task_copy.mkdir(parents=True)
@@ -337,21 +341,26 @@ class Trial:
         shutil.copytree(self.task_dir / "workspace", root / "workspace")
         if self.o.script is not None:
             shutil.copy(self.o.script, root / "script.json")
-        if self.placement == "guest":
+        if self.worker_runtime is not None:
             assert self.model is not None and self.model.gguf is not None
             _link_or_copy(self.model.gguf, root / MODEL_FILE)
+            shutil.copytree(
+                self.worker_runtime.root, root / "worker-runtime", copy_function=_link_or_copy
+            )
+            shutil.copy(self.worker_runtime.pins, root / "worker-pins.json")
         return root
 
-    def build_runtime(self) -> GuestRuntime:
-        """The agent's runtime, plus the worker and the guest llama.cpp build when the
-        worker runs in the guest."""
+    def build_runtimes(self) -> None:
+        """The agent's runtime; with placement `guest` also the worker's (its wheels and
+        the guest build of llama.cpp)."""
+        self.runtime = build_runtime(REPO, cache=self.o.cache / "runtimes")
         if self.placement != "guest":
-            return build_runtime(REPO, cache=self.o.cache / "runtimes")
+            return
         try:
             llama = build_llama("guest", self.o.cache / "wheels")
         except WheelBuildError:
             raise RuntimeBuildError("guest llama-cpp-python wheel unavailable") from None
-        return build_runtime(
+        self.worker_runtime = build_runtime(
             REPO,
             distributions=WORKER_DISTRIBUTIONS,
             extra_wheels=(llama.wheel,),
@@ -362,7 +371,7 @@ class Trial:
         async def plan(accelerator: Accelerator) -> DiskPlan:
             if self.o.script is None:
                 self.placement = resolve_placement(self.placement_requested, accelerator)
-            self.runtime = await asyncio.to_thread(self.build_runtime)
+            await asyncio.to_thread(self.build_runtimes)
             source = await asyncio.to_thread(self.data_source, scratch)
             channel = scratch / "api.sock" if self.placement == "host" else None
             return DiskPlan(source, channel)
@@ -644,10 +653,12 @@ class Trial:
         )
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    """A hard link where the filesystem allows (a GGUF can be gigabytes), else a copy."""
+def _link_or_copy(source: str | Path, target: str | Path) -> None:
+    """A hard link where the filesystem allows, else a copy: the GGUF can be gigabytes
+    and the worker runtime ~100 MB, and both cache entries are immutable (verified by
+    digest before use), so a link is as good as a copy for building the data disk."""
     try:
-        target.hardlink_to(source)
+        os.link(source, target)
     except OSError:
         shutil.copyfile(source, target)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.profiles import load_profile
+from harness.profiles import Profile, load_profile
 from harness.trial.guestworker import CGROUP
 from harness.trial.pipeline import Trial, TrialOptions, TrialResult
 from receipts.audit import audit_and_read
@@ -17,9 +17,22 @@ from receipts.recordset import RecordSet
 pytestmark = pytest.mark.integration
 
 
+def _profile() -> Profile:
+    """tiny, with room for TCG: the guest runs the model ~10x slower than the host does,
+    and on a shared 2-core machine slower still, so the per-request deadline is raised
+    and the turns are capped (the test is about placement, not about the model)."""
+    tiny = load_profile("tiny")
+    return tiny.model_copy(
+        update={
+            "inference": tiny.inference.model_copy(update={"request_deadline_s": 600}),
+            "agent": tiny.agent.model_copy(update={"max_turns": 2}),
+        }
+    )
+
+
 def _options(tmp_path: Path) -> TrialOptions:
     return TrialOptions(
-        profile=load_profile("tiny"),
+        profile=_profile(),
         task="py-one-line-fix",
         script=None,
         out_dir=tmp_path,
@@ -76,7 +89,7 @@ async def test_model_driven_trial_with_the_worker_in_the_guest(tmp_path: Path) -
     assert worker.model_sha256 == records.model.gguf_sha256
     assert worker.peak_rss_bytes is not None and worker.peak_rss_bytes > 0
     assert records.agent is not None and records.agent.turns >= 1
-    profile = load_profile("tiny")
+    profile = _profile()
     assert trial.memory_max == str(profile.memory.worker_cgroup_limit).encode()
     # the worker listens on the guest's loopback only: 127.0.0.1:8080 (0100007F:1F90)
     listening = [line.split() for line in trial.listeners.splitlines()[1:] if line.strip()]
