@@ -2,8 +2,12 @@
 
 - Logits: a numpy float64 forward pass of the Hugging Face architecture on the
   *source* weights against llama.cpp on the converted file: max |delta logit| <= 1e-4
-  at f32, 100% argmax agreement at f16 / bf16 / q8_0, over >= 32 positions. The
-  Llama model's f32 bound is what proves the q/k permutation.
+  at f32, 100% argmax agreement at f16 and bf16 for both architectures (and q8_0
+  for Qwen3), over >= 32 positions. At f16 / bf16 / q8_0 the reference models what
+  ggml's CPU backend computes (stored weights, activations rounded to the weight's
+  vec_dot type before each matrix product; see reference_forward.py), so agreement
+  is not left to the margins of near-tied logits. The Llama model's bounds are what
+  prove the q/k permutation.
 - Tokenization: llama.cpp's tokenizer, rebuilt from our metadata, equals the
   ``tokenizers`` tokenization of mixed text (code, unicode, special tokens).
 - Quantization: ``gguf.quants`` (used by the converter) is byte-exact with ggml's own
@@ -26,7 +30,7 @@ from tokenizers import Tokenizer
 
 from host.model.categories import OutType
 from host.model.convert import convert
-from tests.host.model.reference_forward import ReferenceModel
+from tests.host.model.reference_forward import ReferenceModel, Storage
 
 pytestmark = pytest.mark.integration
 
@@ -87,8 +91,8 @@ def run(tmp_path: Path) -> Iterator[Runner]:
         llm.close()
 
 
-def _reference(source: Path) -> npt.NDArray[np.float64]:
-    return ReferenceModel(source).logits(_tokens(source))
+def _reference(source: Path, storage: Storage = "f32") -> npt.NDArray[np.float64]:
+    return ReferenceModel(source, storage).logits(_tokens(source))
 
 
 def test_enough_positions(tiny_dir: Path) -> None:
@@ -105,17 +109,19 @@ def test_f32_logits_within_1e_4(request: pytest.FixtureRequest, run: Runner, mod
     assert float(np.max(np.abs(got - expected))) <= 1e-4
 
 
-@pytest.mark.parametrize("outtype", ["f16", "bf16", "q8_0"])
-def test_qwen3_argmax_agrees(tiny_dir: Path, run: Runner, outtype: OutType) -> None:
-    got, _ = run(tiny_dir, outtype)
-    expected = _reference(tiny_dir)
+@pytest.mark.parametrize(
+    ("model", "outtype"),
+    [("qwen3", "f16"), ("qwen3", "bf16"), ("qwen3", "q8_0"), ("llama", "f16"), ("llama", "bf16")],
+)
+def test_argmax_agrees(
+    request: pytest.FixtureRequest, run: Runner, model: str, outtype: Storage
+) -> None:
+    source: Path = request.getfixturevalue("tiny_dir" if model == "qwen3" else "llama_dir")
+    got, _ = run(source, outtype)
+    expected = _reference(source, outtype)
     assert len(expected) >= 32
+    assert got.shape == expected.shape
     assert np.array_equal(got.argmax(axis=-1), expected.argmax(axis=-1))
-
-
-def test_llama_f16_argmax_agrees(llama_dir: Path, run: Runner) -> None:
-    got, _ = run(llama_dir, "f16")
-    assert np.array_equal(got.argmax(axis=-1), _reference(llama_dir).argmax(axis=-1))
 
 
 @pytest.mark.parametrize("model", ["qwen3", "llama"])
