@@ -1,27 +1,42 @@
-"""Measure the streaming converter on a synthesized ~126M-parameter model.
+"""Converter and hash throughput against a plain copy, ``hashlib`` and ``sha256sum``.
 
 Not a timed test: run by hand, ``python -m benchmarks.model_convert [--keep DIR]``.
-Each conversion runs in its own process so its peak RSS is its own. Prints one JSON
-line per output type: wall seconds, source and output bytes, MB/s of output and the
-child's peak RSS, next to the largest single tensor (what streaming should bound).
+Why side by side: a throughput figure means nothing without the machine's own floor
+next to it, so one run measures, on the same bytes and with a warm page cache:
+
+- the source ``model.safetensors`` (bf16, ~256 MB): ``shutil.copyfile`` (also
+  followed by ``fsync``, since the converter makes its output durable before the
+  rename), a 1 MiB read/write loop, and our bf16 -> bf16 conversion (which reads
+  those bytes, hashes them while writing the GGUF, and fsyncs it);
+- the converted GGUF: ``hashlib.sha256`` alone (1 MiB reads), ``sha256sum``, our
+  cache re-hash (``host.model.pins.sha256_file``, what ``harness model verify`` and
+  cache adoption run) and our full GGUF verification (``verify_gguf``: metadata,
+  inventory, every tensor re-encoded from the source and compared, then the hash).
+
+Each measurement runs in its own process (peak RSS is that process's ``ru_maxrss``;
+for ``sha256sum`` it is the child's), ``--repeat`` times; the median is reported.
+Then the targets are checked: cache re-hash within 1.1x of hashlib, bf16 -> bf16
+conversion within 2x of the faster plain copy, conversion peak RSS <= largest tensor
++ 256 MiB. Prints one JSON object per measurement and one for the targets.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from host.model.convert import plan_conversion
 from host.model.synth import TinySpec
 
 SPEC = TinySpec("llama", "LlamaForCausalLM", 1024, 8, 8, 4, 128, 4096, 1e4, False, False, False)
+MIB = 1 << 20
 
-# Children report their own peak RSS; the parent stays small (synthesis runs in a
+# Children report (seconds, peak RSS KiB); the parent stays small (synthesis runs in a
 # child too), because a forked child's ru_maxrss includes its parent's pages.
 _SYNTH = """
 import sys
@@ -30,53 +45,121 @@ from benchmarks.model_convert import SPEC
 from host.model.synth import synthesize
 synthesize(Path(sys.argv[1]), SPEC)
 """
-_CHILD = """
-import resource, sys, time
+# imports happen before the clock starts
+_PRELUDE = """
+import hashlib, os, resource, shutil, subprocess, sys, time
 from pathlib import Path
 from host.model.convert import convert
+from host.model.pins import sha256_file
+from host.model.verify_gguf import verify_gguf
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+"""
+_BODIES = {
+    "copy_shutil": "shutil.copyfile(src, dst)",
+    "copy_shutil_fsync": (
+        "shutil.copyfile(src, dst)\nwith dst.open('rb+') as f:\n    os.fsync(f.fileno())"
+    ),
+    "copy_loop": (
+        "with src.open('rb') as r, dst.open('wb') as w:\n"
+        "    while chunk := r.read(1 << 20):\n"
+        "        w.write(chunk)"
+    ),
+    "convert_bf16": "convert(src, dst, 'bf16')",
+    "hashlib": (
+        "h = hashlib.sha256()\n"
+        "with src.open('rb') as r:\n"
+        "    while chunk := r.read(1 << 20):\n"
+        "        h.update(chunk)"
+    ),
+    "sha256sum": "subprocess.run(['sha256sum', str(src)], check=True, capture_output=True)",
+    "cache_rehash": "sha256_file(src)",
+    "verify_gguf": "verify_gguf(src, Path(sys.argv[3]), 'bf16')",
+}
+_TIMED = """
 started = time.perf_counter()
-result = convert(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(time.perf_counter() - started, result.size, peak)
+{body}
+seconds = time.perf_counter() - started
+who = resource.RUSAGE_CHILDREN if {children} else resource.RUSAGE_SELF
+print(seconds, resource.getrusage(who).ru_maxrss)
 """
 
 
+def measure(name: str, args: list[str], repeat: int, cleanup: Path | None) -> dict[str, float]:
+    """Run one measurement *repeat* times in fresh processes; medians of time and RSS."""
+    code = _PRELUDE + _TIMED.format(body=_BODIES[name], children=name == "sha256sum")
+    times: list[float] = []
+    peaks: list[float] = []
+    for _ in range(repeat):
+        if cleanup is not None:
+            subprocess.run(["rm", "-rf", str(cleanup)], check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
+        ).stdout.split()
+        times.append(float(out[0]))
+        peaks.append(int(out[1]) / 1024)
+    return {"seconds": statistics.median(times), "peak_rss_mib": statistics.median(peaks)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Synthesize once, convert at every output type, print measurements."""
+    """Synthesize once, measure everything side by side, print results and targets."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.model_convert")
     parser.add_argument("--keep", type=Path, default=None, help="work here, keep outputs")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as tmp:
         work = args.keep if args.keep is not None else Path(tmp)
         source = work / "source"
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", _SYNTH, str(source)], check=True)
-        synth_seconds = time.perf_counter() - started
-        source_bytes = sum(p.stat().st_size for p in source.iterdir())
-        for outtype in ("f32", "f16", "bf16", "q8_0"):
-            largest = max(t.nbytes for t in plan_conversion(source, outtype).tensors)
-            proc = subprocess.run(
-                [sys.executable, "-c", _CHILD, str(source), str(work / outtype), outtype],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            seconds, size, peak_kib = proc.stdout.split()
-            print(
-                json.dumps(
-                    {
-                        "outtype": outtype,
-                        "seconds": round(float(seconds), 3),
-                        "source_bytes": source_bytes,
-                        "gguf_bytes": int(size),
-                        "mb_per_s": round(int(size) / float(seconds) / 1e6, 1),
-                        "child_peak_rss_mib": round(int(peak_kib) / 1024, 1),
-                        "largest_tensor_mib": round(largest / 2**20, 1),
-                        "synth_seconds": round(synth_seconds, 2),
-                    }
-                ),
-                flush=True,
-            )
+        if not source.exists():
+            subprocess.run([sys.executable, "-c", _SYNTH, str(source)], check=True)
+        weights = source / "model.safetensors"
+        gguf_dir = work / "bf16"
+        largest = max(t.nbytes for t in plan_conversion(source, "bf16").tensors)
+        results: dict[str, dict[str, float]] = {}
+        # conversion first: its output is the GGUF the hashers read
+        plan: list[tuple[str, list[str], Path | None, int]] = [
+            ("copy_shutil", [str(weights), str(work / "copy")], work / "copy", 0),
+            ("copy_shutil_fsync", [str(weights), str(work / "copy")], work / "copy", 0),
+            ("copy_loop", [str(weights), str(work / "copy")], work / "copy", 0),
+            ("convert_bf16", [str(source), str(gguf_dir)], gguf_dir, 0),
+            ("hashlib", [str(gguf_dir / "model.gguf"), "-"], None, 1),
+            ("sha256sum", [str(gguf_dir / "model.gguf"), "-"], None, 1),
+            ("cache_rehash", [str(gguf_dir / "model.gguf"), "-"], None, 1),
+            ("verify_gguf", [str(gguf_dir / "model.gguf"), "-", str(source)], None, 1),
+        ]
+        for name, cmd_args, cleanup, reads_gguf in plan:
+            results[name] = measure(name, cmd_args, args.repeat, cleanup)
+            nbytes = (gguf_dir / "model.gguf" if reads_gguf else weights).stat().st_size
+            results[name]["bytes"] = nbytes
+            results[name]["mb_per_s"] = round(nbytes / results[name]["seconds"] / 1e6, 1)
+            print(json.dumps({"measure": name, **results[name]}), flush=True)
+        copy = min(results["copy_shutil"]["seconds"], results["copy_loop"]["seconds"])
+        rehash_ratio = results["cache_rehash"]["seconds"] / results["hashlib"]["seconds"]
+        convert_ratio = results["convert_bf16"]["seconds"] / copy
+        rss_bound = largest / MIB + 256
+        targets = {
+            "cache_rehash_vs_hashlib": round(rehash_ratio, 3),
+            "cache_rehash_target_1_1x_met": rehash_ratio <= 1.1,
+            "verify_gguf_vs_hashlib": round(
+                results["verify_gguf"]["seconds"] / results["hashlib"]["seconds"], 3
+            ),
+            "verify_gguf_target_1_1x_met": results["verify_gguf"]["seconds"]
+            <= 1.1 * results["hashlib"]["seconds"],
+            "sha256sum_vs_hashlib": round(
+                results["sha256sum"]["seconds"] / results["hashlib"]["seconds"], 3
+            ),
+            "convert_bf16_vs_copy": round(convert_ratio, 3),
+            "convert_bf16_vs_copy_fsync": round(
+                results["convert_bf16"]["seconds"] / results["copy_shutil_fsync"]["seconds"], 3
+            ),
+            "convert_target_2x_met": convert_ratio <= 2.0,
+            "largest_tensor_mib": round(largest / MIB, 1),
+            "convert_peak_rss_mib": results["convert_bf16"]["peak_rss_mib"],
+            "rss_bound_mib": round(rss_bound, 1),
+            "convert_rss_target_met": results["convert_bf16"]["peak_rss_mib"] <= rss_bound,
+            "verify_peak_rss_mib": results["verify_gguf"]["peak_rss_mib"],
+            "verify_rss_target_met": results["verify_gguf"]["peak_rss_mib"] <= rss_bound,
+        }
+        print(json.dumps({"targets": targets}), flush=True)
     return 0
 
 

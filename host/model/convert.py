@@ -23,6 +23,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,14 @@ import numpy.typing as npt
 from gguf.gguf_writer import WriterState
 
 from host.model.categories import ConvertError, HeaderError, OutType
-from host.model.safetensors_header import TensorEntry, parse_header, read_f32, read_f32_rows
+from host.model.rawcopy import NAN_LIMITS, Scratch, permute_qk, stored_chunks
+from host.model.safetensors_header import (
+    TensorEntry,
+    bf16_bits_to_f32,
+    parse_header,
+    read_f32,
+    read_f32_rows,
+)
 from host.model.vocab import (
     SpecialIds,
     Vocab,
@@ -48,7 +56,7 @@ if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 # Bump when output bytes change for the same inputs; part of every cache key.
-CONVERTER_VERSION = "harness-convert/1 gguf==0.19.0"
+CONVERTER_VERSION = "harness-convert/2 gguf==0.19.0"
 GGUF_NAME = "model.gguf"
 # Large tensors (a 152k-token embedding is 1.5 GB as float32) are converted in row
 # slices of about this many float32 bytes.
@@ -272,7 +280,7 @@ def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
 
 
 def expected_source_shapes(hp: HParams) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Hugging Face tensor name -> (GGUF name, HF shape), in GGUF write order."""
+    """Hugging Face tensor name -> (GGUF name, HF shape)"""
     plan: dict[str, tuple[str, tuple[int, ...]]] = {
         "model.embed_tokens.weight": ("token_embd.weight", (hp.vocab_size, hp.hidden)),
     }
@@ -316,7 +324,11 @@ def output_qtype(shape: tuple[int, ...], outtype: OutType) -> Q:
 def plan_tensors(
     hp: HParams, weights: dict[str, tuple[Path, TensorEntry]], outtype: OutType
 ) -> tuple[TensorPlan, ...]:
-    """Map, check and order every source tensor; refuse unknown or missing ones."""
+    """Map, check and order every source tensor; refuse unknown or missing ones.
+
+    Output order is source order (shards by name, then each header's order), which
+    is the order ``convert_hf_to_gguf.py`` writes; so the two files list tensors alike.
+    """
     expected = expected_source_shapes(hp)
     for name in weights:
         if name in expected or name.endswith(IGNORED_SUFFIXES):
@@ -324,10 +336,12 @@ def plan_tensors(
         if name == "lm_head.weight" and hp.tied:
             continue  # tied embeddings: the output matrix is token_embd
         raise ConvertError("unexpected_tensor")
-    plans: list[TensorPlan] = []
-    for name, (gguf_name, shape) in expected.items():
+    for name in expected:
         if name not in weights:
             raise ConvertError("missing_tensor")
+    plans: list[TensorPlan] = []
+    for name in (n for n in weights if n in expected):
+        gguf_name, shape = expected[name]
         path, entry = weights[name]
         if entry.shape != shape or entry.dtype not in ("F32", "F16", "BF16"):
             raise ConvertError("tensor_shape_mismatch")
@@ -361,16 +375,6 @@ def plan_conversion(source: Path, outtype: OutType) -> ConversionPlan:
     template = chat_template(source, tokenizer_config)
     tensors = plan_tensors(hp, load_weight_index(source), outtype)
     return ConversionPlan(outtype, hp, vocab, special, template, tensors)
-
-
-def permute_qk(weights: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
-    """llama.cpp's Llama q/k permutation: HF's rotate-half layout to interleaved pairs."""
-    rows = weights.shape[0]
-    return (
-        weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:])
-        .swapaxes(1, 2)
-        .reshape(weights.shape)
-    )
 
 
 def _astype(dtype: str) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]:
@@ -425,23 +429,51 @@ def add_metadata(writer: gguf.GGUFWriter, plan: ConversionPlan) -> None:
     if special.pad is not None:
         writer.add_pad_token_id(special.pad)
     writer.add_add_bos_token(special.add_bos)
+    writer.add_add_eos_token(special.add_eos)
+    if hp.arch == gguf.MODEL_ARCH.LLAMA and special.add_space_prefix is not None:
+        # convert_hf_to_gguf.py's LlamaModel.set_vocab writes it when declared;
+        # llama.cpp prepends a space to BPE input when it is true.
+        writer.add_add_space_prefix(special.add_space_prefix)
     writer.add_chat_template(plan.chat_template)
 
 
+# Buffers at least this large are hashed on a second thread while they are written
+# (hashlib and the write syscall both release the GIL), so the two overlap.
+PARALLEL_HASH_BYTES = 1 << 20
+
+
 class HashingFile(io.BufferedWriter):
-    """A buffered file that hashes and counts every byte written through it."""
+    """A buffered file that hashes and counts every byte written through it.
+
+    ``write`` returns only after the bytes are both hashed and handed to the file, so
+    a caller may reuse its buffer; hashing order is write order (one writer thread).
+    """
 
     def __init__(self, raw: io.FileIO) -> None:
         super().__init__(raw)
         self.digest = hashlib.sha256()
         self.count = 0
+        self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gguf-hash")
 
     def write(self, buffer: ReadableBuffer, /) -> int:
         """Hash, count and write *buffer*."""
         view = memoryview(buffer).cast("B")
-        self.digest.update(view)
         self.count += len(view)
-        return super().write(view)
+        if len(view) < PARALLEL_HASH_BYTES:
+            self.digest.update(view)
+            return super().write(view)
+        hashed = self._hasher.submit(self.digest.update, view)
+        try:
+            return super().write(view)
+        finally:
+            hashed.result()
+
+    def close(self) -> None:
+        """Close the file and stop the hashing thread."""
+        try:
+            super().close()
+        finally:
+            self._hasher.shutdown(wait=True)
 
 
 class _StreamingWriter(gguf.GGUFWriter):
@@ -486,6 +518,47 @@ def row_slices(tensor: TensorPlan, chunk_bytes: int) -> Iterator[npt.NDArray[np.
         yield read_f32_rows(tensor.source_file, tensor.entry, start, min(rows, start + step))
 
 
+def _is_passthrough(tensor: TensorPlan) -> bool:
+    """Stored bytes can be copied: the source type is the output type."""
+    return tensor.entry.dtype == _STORED_NAME.get(tensor.qtype)
+
+
+_STORED_NAME = {Q.F32: "F32", Q.F16: "F16", Q.BF16: "BF16"}
+
+
+def _write_encoded(sink: HashingFile, tensor: TensorPlan, chunk_bytes: int) -> int:
+    written = 0
+    for values in row_slices(tensor, chunk_bytes):
+        data = encode(values, tensor.qtype)
+        sink.write(data.data)
+        written += data.nbytes
+        del values, data
+    return written
+
+
+def _write_stored(sink: HashingFile, tensor: TensorPlan, scratch: Scratch) -> int:
+    """Copy stored bytes; a 16-bit chunk holding a NaN goes through :func:`encode`."""
+    limits = NAN_LIMITS[tensor.entry.dtype]
+    row_shape = tensor.shape[1:]
+    written = 0
+    for chunk in stored_chunks(tensor.source_file, tensor.entry, scratch, tensor.permute_heads):
+        if limits is not None:
+            bits = np.frombuffer(chunk, dtype="<u2")
+            if scratch.has_nan(bits, *limits):
+                if tensor.entry.dtype == "BF16":
+                    values = bf16_bits_to_f32(bits)
+                else:
+                    values = bits.view("<f2").astype(np.float32)
+                values = values.reshape(-1, *row_shape)
+                data = encode(values, tensor.qtype)
+                sink.write(data.data)
+                written += data.nbytes
+                continue
+        sink.write(chunk)
+        written += len(chunk)
+    return written
+
+
 def write_gguf(
     plan: ConversionPlan,
     out_file: Path,
@@ -508,14 +581,14 @@ def write_gguf(
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
         alignment = writer.data_alignment
+        stored = [t.nbytes for t in plan.tensors if _is_passthrough(t)]
+        scratch = Scratch(min(chunk_bytes, max(stored, default=0)))
         for tensor in plan.tensors:
             _pad(sink, alignment)
-            written = 0
-            for values in row_slices(tensor, chunk_bytes):
-                data = encode(values, tensor.qtype)
-                sink.write(data.data)
-                written += data.nbytes
-                del values, data
+            if _is_passthrough(tensor):
+                written = _write_stored(sink, tensor, scratch)
+            else:
+                written = _write_encoded(sink, tensor, chunk_bytes)
             if written != tensor.nbytes:
                 raise RuntimeError("encoded size differs from the planned size")
             if progress is not None:

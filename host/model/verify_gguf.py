@@ -106,10 +106,13 @@ def expected_metadata(config: dict[str, Any], plan: ConversionPlan) -> Expected:
         "tokenizer.ggml.bos_token_id": (u32, special.bos),
         "tokenizer.ggml.eos_token_id": (u32, special.eos),
         "tokenizer.ggml.add_bos_token": ([V.BOOL], special.add_bos),
+        "tokenizer.ggml.add_eos_token": ([V.BOOL], special.add_eos),
         "tokenizer.chat_template": (string, plan.chat_template),
     }
     if special.pad is not None:
         expected["tokenizer.ggml.padding_token_id"] = (u32, special.pad)
+    if arch == "llama" and special.add_space_prefix is not None:
+        expected["tokenizer.ggml.add_space_prefix"] = ([V.BOOL], special.add_space_prefix)
     expected.update(_config_hparams(config, arch))
     return expected
 

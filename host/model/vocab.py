@@ -190,6 +190,9 @@ class SpecialIds:
     eos: int
     pad: int | None
     add_bos: bool
+    add_eos: bool
+    # tokenizer_config's ``add_prefix_space`` when it declares one (None otherwise)
+    add_space_prefix: bool | None
 
 
 def resolve_special(
@@ -220,9 +223,13 @@ def resolve_special(
     if bos is None or eos is None:
         raise ConvertError("special_token_unresolved")
     add_bos = tokenizer_config.get("add_bos_token", False)
-    if not isinstance(add_bos, bool):
+    add_eos = tokenizer_config.get("add_eos_token", False)
+    prefix = tokenizer_config.get("add_prefix_space")
+    if not isinstance(add_bos, bool) or not isinstance(add_eos, bool):
         raise ConvertError("special_token_unresolved")
-    return SpecialIds(bos, eos, pad, add_bos)
+    if prefix is not None and not isinstance(prefix, bool):
+        raise ConvertError("special_token_unresolved")
+    return SpecialIds(bos, eos, pad, add_bos, add_eos, prefix)
 
 
 def chat_template(source: Path, tokenizer_config: dict[str, Any]) -> str:

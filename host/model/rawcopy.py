@@ -1,0 +1,100 @@
+"""Stored-bytes passthrough for tensors whose source type is the output type.
+
+Why: converting bf16 -> bf16 through float32 and ``gguf.quants`` cost about 2.6 s
+per 256 MB here, for bytes that come out equal to the input. For F32 -> F32 that
+is exact by definition; for F16 -> F16 and BF16 -> BF16 the round trip through
+float32 is the identity on every value except NaN, whose quiet bit ``gguf.quants``
+(like ggml) sets. So we copy the stored bytes (the Llama q/k permutation moves whole
+values, so it applies to stored bits as well as to floats), in large reads into one
+reused buffer, and a chunk that holds a NaN is handed back to the float path, which
+keeps the output byte-identical to what ``convert_hf_to_gguf.py`` and our verifier
+compute (tests check both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from host.model.safetensors_header import DTYPES, TensorEntry
+
+# source dtype -> (bit mask without the sign, the largest non-NaN masked pattern)
+NAN_LIMITS: dict[str, tuple[int, int] | None] = {
+    "F32": None,  # stored bytes are what ``astype('<f4')`` writes, NaN payloads included
+    "F16": (0x7FFF, 0x7C00),
+    "BF16": (0x7FFF, 0x7F80),
+}
+
+
+class Scratch:
+    """Buffers reused across tensors, so a large copy does not fault in new pages."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.data = bytearray(nbytes)
+        self.mask = np.empty(0, dtype=np.uint16)
+
+    def has_nan(self, chunk: npt.NDArray[np.uint16], mask: int, limit: int) -> bool:
+        """True when a 16-bit float in *chunk* is a NaN (exponent all ones, mantissa != 0)."""
+        if chunk.size == 0:
+            return False
+        if self.mask.size < chunk.size:
+            self.mask = np.empty(chunk.size, dtype=np.uint16)
+        masked = self.mask[: chunk.size]
+        np.bitwise_and(chunk, np.uint16(mask), out=masked)
+        return int(masked.max()) > limit
+
+
+def permute_qk(weights: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:
+    """llama.cpp's Llama q/k permutation: HF's rotate-half layout to interleaved pairs."""
+    rows = weights.shape[0]
+    return (
+        weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+def _read_into(handle: object, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = handle.readinto(view[got:])  # type: ignore[attr-defined]
+        if not n:
+            raise OSError("source shorter than its header declares")
+        got += n
+
+
+def stored_chunks(
+    path: Path, entry: TensorEntry, scratch: Scratch, permute_heads: int | None
+) -> Iterator[memoryview]:
+    """The tensor's stored bytes in whole-row chunks that fit *scratch*.
+
+    A permuted tensor is read whole (the permutation moves rows within a head) and
+    its rows reordered as stored values. A chunk is valid until the next one is
+    requested: the consumer must write and hash it before asking for more.
+    """
+    if permute_heads is not None:
+        with path.open("rb", buffering=0) as handle:
+            handle.seek(entry.begin)
+            data = bytearray(entry.nbytes)
+            _read_into(handle, memoryview(data))
+        raw = np.frombuffer(data, dtype=DTYPES[entry.dtype][1]).reshape(entry.shape)
+        permuted = np.ascontiguousarray(permute_qk(raw, permute_heads))
+        yield permuted.data.cast("B")
+        return
+    rows = entry.shape[0] if entry.shape else 1
+    row_bytes = max(1, entry.nbytes // rows) if rows else 1
+    step = max(1, len(scratch.data) // row_bytes) * row_bytes
+    with path.open("rb", buffering=0) as handle:
+        handle.seek(entry.begin)
+        remaining = entry.nbytes
+        while remaining > 0:
+            if step > len(scratch.data):  # one row larger than the scratch buffer
+                scratch.data = bytearray(step)
+            view = memoryview(scratch.data)[: min(step, remaining)]
+            _read_into(handle, view)
+            remaining -= len(view)
+            yield view
