@@ -11,6 +11,7 @@ from harness.profiles.lock import LockError, lock_path, pin_snapshot
 from harness.trial.modelstage import prepare
 from host.model.categories import PinError
 from host.model.pins import format_pins_toml
+from host.model.progress import progress_on
 from host.model.synth import synthesize_tiny
 
 CACHE = Path.home() / ".cache" / "harness"
@@ -54,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"{lock_path(profile.name)}: {len(lock.pins)} files pinned by the operator")
         return 0
-    prepared = prepare(profile, CACHE, getattr(args, "source", None))
+    with progress_on(sys.stderr):  # bars only when stderr is a terminal
+        prepared = prepare(profile, CACHE, getattr(args, "source", None))
     record = prepared.record
     if record.category == "pins_missing":
         print(

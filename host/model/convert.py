@@ -34,6 +34,7 @@ import numpy.typing as npt
 from gguf.gguf_writer import WriterState
 
 from host.model.categories import ConvertError, HeaderError, OutType
+from host.model.progress import current as current_progress
 from host.model.rawcopy import NAN_LIMITS, Scratch, permute_qk, stored_chunks
 from host.model.safetensors_header import (
     TensorEntry,
@@ -583,16 +584,22 @@ def write_gguf(
         alignment = writer.data_alignment
         stored = [t.nbytes for t in plan.tensors if _is_passthrough(t)]
         scratch = Scratch(min(chunk_bytes, max(stored, default=0)))
-        for tensor in plan.tensors:
-            _pad(sink, alignment)
-            if _is_passthrough(tensor):
-                written = _write_stored(sink, tensor, scratch)
-            else:
-                written = _write_encoded(sink, tensor, chunk_bytes)
-            if written != tensor.nbytes:
-                raise RuntimeError("encoded size differs from the planned size")
-            if progress is not None:
-                progress(tensor.name)
+        bar = current_progress()
+        bar.begin(f"convert {plan.outtype}", sum(t.nbytes for t in plan.tensors))
+        try:
+            for tensor in plan.tensors:
+                _pad(sink, alignment)
+                if _is_passthrough(tensor):
+                    written = _write_stored(sink, tensor, scratch)
+                else:
+                    written = _write_encoded(sink, tensor, chunk_bytes)
+                if written != tensor.nbytes:
+                    raise RuntimeError("encoded size differs from the planned size")
+                bar.advance(written)
+                if progress is not None:
+                    progress(tensor.name)
+        finally:
+            bar.end()
         _pad(sink, alignment)
         sink.flush()
         os.fsync(sink.fileno())

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from host.model import progress
 from host.model.categories import PinError
 from host.model.keys import content_key
 
@@ -68,13 +69,19 @@ class PinReport:
 
 
 def sha256_file(path: Path) -> tuple[str, int]:
-    """SHA-256 and byte count of *path*, read in 1 MiB chunks."""
+    """SHA-256 and byte count of *path*, read in 1 MiB chunks (a bar on a TTY)."""
     digest = hashlib.sha256()
     size = 0
+    bar = progress.current()
     with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
+        bar.begin(f"hash {path.name}", os.fstat(handle.fileno()).st_size)
+        try:
+            while chunk := handle.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                bar.advance(len(chunk))
+        finally:
+            bar.end()
     return digest.hexdigest(), size
 
 
