@@ -23,7 +23,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -438,36 +438,42 @@ def add_metadata(writer: gguf.GGUFWriter, plan: ConversionPlan) -> None:
     writer.add_chat_template(plan.chat_template)
 
 
-# Buffers at least this large are hashed on a second thread while they are written
-# (hashlib and the write syscall both release the GIL), so the two overlap.
-PARALLEL_HASH_BYTES = 1 << 20
-
-
 class HashingFile(io.BufferedWriter):
     """A buffered file that hashes and counts every byte written through it.
 
-    ``write`` returns only after the bytes are both hashed and handed to the file, so
-    a caller may reuse its buffer; hashing order is write order (one writer thread).
+    Every hash update runs on one hashing thread, in write order (a FIFO executor),
+    while the calling thread goes on writing and reading: hashlib and the write
+    syscall both release the GIL, so hashing overlaps the I/O. ``write`` returns
+    once its bytes are hashed and written (the caller may reuse the buffer);
+    ``write_nowait`` returns once they are written, with a future that is done when
+    they are hashed: the caller must not change the buffer before that.
+    :meth:`hexdigest` waits for every pending update.
     """
 
     def __init__(self, raw: io.FileIO) -> None:
         super().__init__(raw)
-        self.digest = hashlib.sha256()
+        self._digest = hashlib.sha256()
         self.count = 0
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gguf-hash")
 
-    def write(self, buffer: ReadableBuffer, /) -> int:
-        """Hash, count and write *buffer*."""
+    def write_nowait(self, buffer: ReadableBuffer, /) -> Future[None]:
+        """Count and write *buffer* now; hash it on the hashing thread."""
         view = memoryview(buffer).cast("B")
         self.count += len(view)
-        if len(view) < PARALLEL_HASH_BYTES:
-            self.digest.update(view)
-            return super().write(view)
-        hashed = self._hasher.submit(self.digest.update, view)
-        try:
-            return super().write(view)
-        finally:
-            hashed.result()
+        hashed = self._hasher.submit(self._digest.update, view)
+        super().write(view)
+        return hashed
+
+    def write(self, buffer: ReadableBuffer, /) -> int:
+        """Hash, count and write *buffer*; return when both are done."""
+        hashed = self.write_nowait(buffer)
+        hashed.result()
+        return memoryview(buffer).nbytes
+
+    def hexdigest(self) -> str:
+        """SHA-256 of everything written, once the hashing thread has caught up."""
+        self._hasher.submit(_nothing).result()
+        return self._digest.hexdigest()
 
     def close(self) -> None:
         """Close the file and stop the hashing thread."""
@@ -475,6 +481,10 @@ class HashingFile(io.BufferedWriter):
             super().close()
         finally:
             self._hasher.shutdown(wait=True)
+
+
+def _nothing() -> None:
+    """A marker task: when it has run, every earlier hash update has too."""
 
 
 class _StreamingWriter(gguf.GGUFWriter):
@@ -495,7 +505,7 @@ class _StreamingWriter(gguf.GGUFWriter):
 
 
 def _pad(sink: HashingFile, alignment: int) -> None:
-    sink.write(b"\0" * (-sink.count % alignment))
+    sink.write_nowait(b"\0" * (-sink.count % alignment))  # a fresh object: no reuse
 
 
 def row_slices(tensor: TensorPlan, chunk_bytes: int) -> Iterator[npt.NDArray[np.float32]]:
@@ -552,10 +562,10 @@ def _write_stored(sink: HashingFile, tensor: TensorPlan, scratch: Scratch) -> in
                     values = bits.view("<f2").astype(np.float32)
                 values = values.reshape(-1, *row_shape)
                 data = encode(values, tensor.qtype)
-                sink.write(data.data)
+                scratch.hold(sink.write_nowait(data.data))
                 written += data.nbytes
                 continue
-        sink.write(chunk)
+        scratch.hold(sink.write_nowait(chunk))
         written += len(chunk)
     return written
 
@@ -602,8 +612,9 @@ def write_gguf(
             bar.end()
         _pad(sink, alignment)
         sink.flush()
+        digest = sink.hexdigest()
         os.fsync(sink.fileno())
-        return sink.digest.hexdigest(), sink.count
+        return digest, sink.count
 
 
 def convert(

@@ -14,6 +14,7 @@ compute (tests check both).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,34 @@ NAN_LIMITS: dict[str, tuple[int, int] | None] = {
 
 
 class Scratch:
-    """Buffers reused across tensors, so a large copy does not fault in new pages."""
+    """Two read buffers reused across tensors, so a large copy does not fault in new
+    pages, and one can be filled while the other is still being hashed.
+
+    The consumer passes :meth:`hold` the future that is done when the chunk it was
+    just given has been hashed; the buffer is refilled only after that.
+    """
 
     def __init__(self, nbytes: int) -> None:
-        self.data = bytearray(nbytes)
+        half = max(1, (nbytes + 1) // 2)
+        self.buffers = [bytearray(half), bytearray(half)]
+        self.guards: list[Future[None] | None] = [None, None]
+        self.slot = 0
         self.mask = np.empty(0, dtype=np.uint16)
+
+    def hold(self, hashed: Future[None]) -> None:
+        """The current buffer is in use until *hashed* is done."""
+        self.guards[self.slot] = hashed
+
+    def next_buffer(self, nbytes: int) -> bytearray:
+        """The other buffer, once its last chunk is hashed, at least *nbytes* long."""
+        self.slot ^= 1
+        guard = self.guards[self.slot]
+        if guard is not None:
+            guard.result()
+            self.guards[self.slot] = None
+        if len(self.buffers[self.slot]) < nbytes:  # one row larger than a buffer
+            self.buffers[self.slot] = bytearray(nbytes)
+        return self.buffers[self.slot]
 
     def has_nan(self, chunk: npt.NDArray[np.uint16], mask: int, limit: int) -> bool:
         """True when a 16-bit float in *chunk* is a NaN (exponent all ones, mantissa != 0)."""
@@ -87,14 +111,13 @@ def stored_chunks(
         return
     rows = entry.shape[0] if entry.shape else 1
     row_bytes = max(1, entry.nbytes // rows) if rows else 1
-    step = max(1, len(scratch.data) // row_bytes) * row_bytes
+    step = max(1, len(scratch.buffers[0]) // row_bytes) * row_bytes
     with path.open("rb", buffering=0) as handle:
         handle.seek(entry.begin)
         remaining = entry.nbytes
         while remaining > 0:
-            if step > len(scratch.data):  # one row larger than the scratch buffer
-                scratch.data = bytearray(step)
-            view = memoryview(scratch.data)[: min(step, remaining)]
+            size = min(step, remaining)
+            view = memoryview(scratch.next_buffer(size))[:size]
             _read_into(handle, view)
             remaining -= len(view)
             yield view
