@@ -14,7 +14,8 @@ next to it, so one run measures, on the same bytes and with a warm page cache:
   inventory, every tensor re-encoded from the source and compared, then the hash).
 
 Each measurement runs in its own process (peak RSS is that process's ``ru_maxrss``;
-for ``sha256sum`` it is the child's), ``--repeat`` times; the median is reported.
+for ``sha256sum`` it is the child's), once per round for ``--repeat`` rounds; the
+median time (with min and max) and the largest peak RSS are reported.
 Then the targets are checked: cache re-hash within 1.1x of hashlib, bf16 -> bf16
 conversion within 2x of the faster plain copy, conversion peak RSS <= largest tensor
 + 256 MiB. Prints one JSON object per measurement and one for the targets.
@@ -84,20 +85,15 @@ print(seconds, resource.getrusage(who).ru_maxrss)
 """
 
 
-def measure(name: str, args: list[str], repeat: int, cleanup: Path | None) -> dict[str, float]:
-    """Run one measurement *repeat* times in fresh processes; medians of time and RSS."""
+def measure_once(name: str, args: list[str], cleanup: Path | None) -> tuple[float, float]:
+    """Run one measurement in a fresh process: (seconds, peak RSS MiB)."""
     code = _PRELUDE + _TIMED.format(body=_BODIES[name], children=name == "sha256sum")
-    times: list[float] = []
-    peaks: list[float] = []
-    for _ in range(repeat):
-        if cleanup is not None:
-            subprocess.run(["rm", "-rf", str(cleanup)], check=True)
-        out = subprocess.run(
-            [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
-        ).stdout.split()
-        times.append(float(out[0]))
-        peaks.append(int(out[1]) / 1024)
-    return {"seconds": statistics.median(times), "peak_rss_mib": statistics.median(peaks)}
+    if cleanup is not None:
+        subprocess.run(["rm", "-rf", str(cleanup)], check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
+    ).stdout.split()
+    return float(out[0]), int(out[1]) / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,8 +122,19 @@ def main(argv: list[str] | None = None) -> int:
             ("cache_rehash", [str(gguf_dir / "model.gguf"), "-"], None, 1),
             ("verify_gguf", [str(gguf_dir / "model.gguf"), "-", str(source)], None, 1),
         ]
-        for name, cmd_args, cleanup, reads_gguf in plan:
-            results[name] = measure(name, cmd_args, args.repeat, cleanup)
+        # Rounds: every measurement once per round, so a change in the machine's load
+        # (it is shared) hits all of them alike; medians over rounds.
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in plan}
+        for _ in range(args.repeat):
+            for name, cmd_args, cleanup, _reads in plan:
+                samples[name].append(measure_once(name, cmd_args, cleanup))
+        for name, _args, _cleanup, reads_gguf in plan:
+            results[name] = {
+                "seconds": statistics.median(t for t, _ in samples[name]),
+                "seconds_min": min(t for t, _ in samples[name]),
+                "seconds_max": max(t for t, _ in samples[name]),
+                "peak_rss_mib": max(rss for _, rss in samples[name]),
+            }
             nbytes = (gguf_dir / "model.gguf" if reads_gguf else weights).stat().st_size
             results[name]["bytes"] = nbytes
             results[name]["mb_per_s"] = round(nbytes / results[name]["seconds"] / 1e6, 1)
