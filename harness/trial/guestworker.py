@@ -58,12 +58,15 @@ COMMAND_DEADLINE_S = 30.0
 
 @dataclass
 class GuestWorker:
+    """The launched worker; filled in as its startup lines arrive, so that a startup
+    that fails half way is still stopped by PID and accounted for."""
+
     process: RemoteProcess
-    pid: int
-    records_local: Path
     model_sha256: str
-    load_ms: int
     started: float
+    pid: int | None = None
+    load_ms: int = 0
+    records_local: Path | None = None
     exited_early: bool = False
     records_unread: bool = False
     peak_bytes: int | None = None
@@ -120,12 +123,14 @@ def launch_script(profile: Profile, sha256: str, pins_sha256: str) -> str:
     return "sh -c " + shlex.quote("\n".join(lines))
 
 
-async def _read_startup(process: RemoteProcess, deadline: float) -> tuple[int, dict[str, object]]:
+async def _read_startup(
+    process: RemoteProcess, worker: GuestWorker, deadline: float
+) -> dict[str, object]:
     """The PID line, the gate's line, then the worker's ready line, within one deadline."""
     pid_line = await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1))
     if not pid_line.startswith(PID_PREFIX):
         raise WorkerStageFailed("worker_exited")
-    pid = int(pid_line[len(PID_PREFIX) :])
+    worker.pid = int(pid_line[len(PID_PREFIX) :])
     gate = parse_gate_line(await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1)))
     if gate is None or gate.category != "ok":
         raise WorkerStageFailed("worker_exited")
@@ -134,7 +139,7 @@ async def _read_startup(process: RemoteProcess, deadline: float) -> tuple[int, d
         ready = json.loads(ready_line) if ready_line else {}
     except ValueError:
         ready = {}
-    return pid, ready if isinstance(ready, dict) else {}
+    return ready if isinstance(ready, dict) else {}
 
 
 async def start_guest_worker(
@@ -155,10 +160,10 @@ async def start_guest_worker(
         )
     except SshError:
         raise WorkerStageFailed("worker_unreachable") from None
-    holder: list[GuestWorker] = []
-    owned.register("worker_process", _release(session, process, holder))
+    worker = GuestWorker(process, sha256, started)
+    owned.register("worker_process", _release(session, worker))
     try:
-        pid, ready = await _read_startup(process, started + READY_DEADLINE_S)
+        ready = await _read_startup(process, worker, started + READY_DEADLINE_S)
     except SshError as exc:
         raise WorkerStageFailed(
             "worker_unreachable" if exc.category == "command_timeout" else "worker_exited"
@@ -167,11 +172,7 @@ async def start_guest_worker(
         raise WorkerStageFailed("worker_exited") from None
     if ready.get("ready") is not True or ready.get("port") != GUEST_PORT:
         raise WorkerStageFailed("model_load_failed" if process.running() else "worker_exited")
-    records_local = Path(tempfile.mkdtemp(prefix="harness-guest-worker-")) / "records.jsonl"
-    worker = GuestWorker(
-        process, pid, records_local, sha256, int((time.monotonic() - started) * 1000), started
-    )
-    holder.append(worker)
+    worker.load_ms = int((time.monotonic() - started) * 1000)
     return worker
 
 
@@ -195,6 +196,7 @@ async def _collect_evidence(session: SshSession, worker: GuestWorker) -> None:
     """The cgroup's readings and the request records, once the worker has exited.
     Records that cannot be fetched leave the worker's category `worker_unreachable`:
     its totals would otherwise claim zero requests that nobody counted."""
+    worker.records_local = Path(tempfile.mkdtemp(prefix="harness-guest-worker-")) / "records"
     try:
         await _read_cgroup(session, worker)
         await session.get(RECORDS, worker.records_local, deadline_s=60.0)
@@ -203,39 +205,36 @@ async def _collect_evidence(session: SshSession, worker: GuestWorker) -> None:
 
 
 def _release(
-    session: SshSession, process: RemoteProcess, holder: list[GuestWorker]
+    session: SshSession, worker: GuestWorker
 ) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
     async def release() -> tuple[CleanupResult, ...]:
         began = time.monotonic()
-        worker = holder[0] if holder else None
-        if worker is not None:
-            worker.exited_early = not process.running()
-        ended = False
+        process = worker.process
+        worker.exited_early = not process.running()
+        gone = False
         try:
-            if worker is not None and process.running():
+            if worker.pid is not None and process.running():
                 await session.run(f"kill -TERM {worker.pid}", deadline_s=COMMAND_DEADLINE_S)
             try:
                 await process.wait(deadline_s=STOP_DEADLINE_S)
-                ended = True
             except SshError:
-                if worker is not None:
+                if worker.pid is not None:
                     await session.run(f"kill -KILL {worker.pid}", deadline_s=COMMAND_DEADLINE_S)
                 await process.wait(deadline_s=STOP_DEADLINE_S)
-                ended = True
-            gone = ended
-            if worker is not None:
+            gone = True  # the channel reported the command's end
+            if worker.pid is not None:
                 probe = await session.run(
                     f"test ! -e /proc/{worker.pid}", deadline_s=COMMAND_DEADLINE_S
                 )
-                gone = ended and probe.exit_status == 0
+                gone = probe.exit_status == 0
         except SshError:
             gone = False
         finally:
             process.close()
-        if worker is not None and gone:
+        if gone and worker.pid is not None:
             await _collect_evidence(session, worker)
-        elif worker is not None:
-            worker.records_unread = True  # still running: its records are not final
+        else:
+            worker.records_unread = True  # not stopped, or never started: nothing final
         elapsed = int((time.monotonic() - began) * 1000)
         return (
             CleanupResult(
@@ -251,9 +250,12 @@ def _release(
 
 def collect(worker: GuestWorker) -> tuple[WorkerRequestRecord, ...]:
     """The request records fetched at release (none if the file never came back)."""
+    if worker.records_local is None:
+        return ()
     worker.requests = read_requests(worker.records_local)
     with contextlib.suppress(OSError):
         worker.records_local.unlink()
+    with contextlib.suppress(OSError):
         worker.records_local.parent.rmdir()
     return worker.requests
 
