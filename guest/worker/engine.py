@@ -24,7 +24,7 @@ from jsonschema.protocols import Validator
 
 from guest.worker.constraint import Constraint, ConstraintFactory, ConstraintUnavailable
 from guest.worker.grammar import Grammar
-from guest.worker.guard import Cancel, CancelReason, Watchdog
+from guest.worker.guard import ABORT_CALLBACK, Cancel, CancelReason, Watchdog
 from guest.worker.loader import LoadedModel
 from guest.worker.memory import HeadroomReader, HeadroomUnread
 from guest.worker.prompt import PromptRenderer, TemplateError
@@ -127,14 +127,15 @@ class Engine:
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._cached: list[int] = []
         self._active: Cancel | None = None
-        self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)
-        llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb, None)
+        self._idle = Cancel()  # never set: the flag the callback reads between requests
+        self._watch(self._idle)
 
     # -- cancellation -----------------------------------------------------------
 
-    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
-        active = self._active
-        return active is not None and active.reason is not None
+    def _watch(self, cancel: Cancel) -> None:
+        """Point llama.cpp's abort callback at *cancel*'s flag (read in C, see guard.py)."""
+        flag = ctypes.cast(cancel.flag, ctypes.c_void_p)
+        llama_cpp.llama_set_abort_callback(self._ctx, ABORT_CALLBACK, flag)
 
     def cancel_active(self, reason: CancelReason) -> None:
         active = self._active
@@ -225,11 +226,13 @@ class Engine:
         watchdog.sample()
         watchdog.start()
         self._active = job.cancel
+        self._watch(job.cancel)
         try:
             self._generate(job, tokens, max_tokens, constraint, result)
         except _Aborted:
             self._cancelled(result, job.cancel)
         finally:
+            self._watch(self._idle)
             self._active = None
             watchdog.stop()
             result.min_headroom_bytes = watchdog.min_headroom
