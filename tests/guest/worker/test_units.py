@@ -15,7 +15,7 @@ from guest.worker.digest import CHUNK_BYTES, verify_digest
 from guest.worker.grammar import Grammar, Ref
 from guest.worker.llamalog import classify_load_failure
 from guest.worker.loader import LoadError, LoadOptions, load_model
-from guest.worker.memory import HeadroomReader, HeadroomUnread
+from guest.worker.memory import Headroom, HeadroomReader, HeadroomUnread
 from guest.worker.schema_grammar import Limits, SchemaCompiler, UnsupportedSchema, integer_range
 from guest.worker.toolcall import InvalidModelOutput, parse_tool_call, schema_validator
 from guest.worker.toolgrammar import ToolSpec, build_tool_grammar, text_without
@@ -215,6 +215,26 @@ def test_v2_headroom_takes_the_least_level_and_ignores_inactive_file(tmp_path: P
     (fs / "outer/inner/memory.max").write_text("100")
     with pytest.raises(HeadroomUnread):
         reader.read()
+
+
+def test_headroom_follows_a_move_to_another_cgroup(tmp_path: Path) -> None:
+    """The mount table is cached; membership is not: a moved worker reads its new cgroup."""
+    fs = tmp_path / "fs"
+    _write(fs, {"cgroup.controllers": "memory\n"})
+    for name, limit in (("a", 30 << 20), ("b", 10 << 20)):
+        _write(fs / name, {"memory.max": str(limit), "memory.current": str(4 << 20),
+                           "memory.stat": "inactive_file 0\n"})  # fmt: skip
+    _write(tmp_path, {
+        "cgroup": "0::/a\n",
+        "mountinfo": f"30 1 0:26 / {fs} rw - cgroup2 cgroup2 rw\n",
+        "meminfo": MEMINFO,
+    })  # fmt: skip
+    reader = HeadroomReader(tmp_path / "cgroup", tmp_path / "mountinfo", tmp_path / "meminfo")
+    assert reader.read() == Headroom(26 << 20, "self")
+    (tmp_path / "cgroup").write_text("0::/b\n")
+    assert reader.read() == Headroom(6 << 20, "self")
+    (tmp_path / "cgroup").write_text("0::/\n")
+    assert reader.read() == Headroom(50000 * 1024, "host")
 
 
 def test_v1_headroom_uses_memsw_and_total_inactive_file(tmp_path: Path) -> None:
