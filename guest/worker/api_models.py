@@ -1,7 +1,7 @@
 """The request body of `POST /v1/chat/completions`, validated at the edge.
 
 `extra="forbid"` everywhere OpenAI's API defines the object, so a typo or an
-unsupported parameter (`stop`, `n=2`, `response_format`) is a 400 naming the field
+unsupported parameter (`n=2`, `response_format`) is a 400 naming the field
 rather than silently ignored. Lenient only where real clients send more: an assistant
 message echoed back from the `openai` SDK's `message.model_dump()` carries `refusal`,
 `annotations`, `audio` and `function_call`, which are accepted when empty.
@@ -20,6 +20,9 @@ MAX_MESSAGES = 4096
 MAX_TOOLS = 128
 ShortText = Annotated[str, Field(max_length=256)]
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+StopString = Annotated[str, Field(min_length=1, max_length=256)]
+"""Non-empty (an empty stop string would end every answer before it began)."""
+MAX_STOP = 4
 
 
 class TextPart(BaseModel):
@@ -128,11 +131,19 @@ class ChatRequest(BaseModel):
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     n: Literal[1] | None = None
+    stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP)] | None = None
     logit_bias: (
         Annotated[dict[str, Annotated[float, Field(ge=-100, le=100)]], Field(max_length=1024)]
         | None
     ) = None
     user: ShortText | None = None
+
+
+def stop_strings(request: ChatRequest) -> tuple[str, ...]:
+    """`stop` as a tuple: one string, up to four, or none."""
+    if request.stop is None:
+        return ()
+    return (request.stop,) if isinstance(request.stop, str) else tuple(request.stop)
 
 
 def flatten(content: Content | None) -> str | None:

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from guest.worker.api_models import ChatRequest, NamedToolChoice, template_messages
+from guest.worker.api_models import ChatRequest, NamedToolChoice, stop_strings, template_messages
 from guest.worker.engine import Engine, Job, JobResult
 from guest.worker.errors import HttpErrorCode, error_body
 from guest.worker.grammar import Grammar
@@ -107,9 +107,14 @@ def parse_body(body: bytes) -> ChatRequest:
         return ChatRequest.model_validate(obj)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = [str(p) for p in first["loc"] if not str(p).startswith(("function-", "union["))]
+        loc = [str(p) for p in first["loc"] if not _union_tag(str(p))]
         param = ".".join(p for p in loc if p not in ("system", "user", "assistant", "tool"))
         raise Rejected(400, "invalid_request", param[:128] or None) from exc
+
+
+def _union_tag(part: str) -> bool:
+    """A location part pydantic adds for a union member, not a field of the request."""
+    return part.startswith(("function-", "union[", "list[")) or part in ("str", "constrained-str")
 
 
 def _content_length(scope: Scope) -> int:
@@ -270,6 +275,7 @@ class ChatEndpoint:
             logit_bias=bias,
             deadline=received + self.config.deadline_s,
             received=received,
+            stop=stop_strings(request),
         )
 
     def _execute(self, job: Job) -> JobResult:

@@ -10,7 +10,6 @@ request (an agent resends its growing conversation).
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from guest.worker.guard import ABORT_CALLBACK, Cancel, CancelReason, Watchdog
 from guest.worker.loader import LoadedModel
 from guest.worker.memory import HeadroomReader, HeadroomUnread
 from guest.worker.prompt import PromptRenderer, TemplateError
+from guest.worker.textstream import StopStrings, TextStreamer
 from guest.worker.toolcall import InvalidModelOutput, ParsedCall, parse_tool_call
 from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN
 from guest.worker.vocab import VocabInfo, vocab_info
@@ -70,6 +70,8 @@ class Job:
     received: float
     cancel: Cancel = field(default_factory=Cancel)
     on_text: Callable[[str], None] | None = None
+    stop: tuple[str, ...] = ()
+    """OpenAI `stop` strings: they end a text answer, never a tool call."""
 
 
 @dataclass
@@ -126,6 +128,8 @@ class Engine:
         self._ctx = model.llm._ctx.ctx
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._cached: list[int] = []
+        self._logit_buf = np.empty(self.vocab.n_vocab, dtype=np.float32)
+        self._banned_ids = np.flatnonzero(self.vocab.banned)
         self._active: Cancel | None = None
         self._idle = Cancel()  # never set: the flag the callback reads between requests
         self._watch(self._idle)
@@ -191,8 +195,17 @@ class Engine:
         return keep
 
     def _logits(self) -> npt.NDArray[np.float32]:
+        """The last position's logits, copied into one buffer reused for every token.
+
+        Why a copy: masking writes -inf in place, and llama.cpp's own array must stay
+        intact. Why `memmove` into a preallocated buffer: `np.ctypeslib.as_array` builds a
+        ctypes array type per call (measured ~10 us, as much as a tiny model's copy).
+        """
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
-        return np.ctypeslib.as_array(ptr, shape=(self.vocab.n_vocab,)).copy()
+        if not ptr:
+            raise RuntimeError("no_logits")
+        ctypes.memmove(self._logit_buf.ctypes.data, ptr, self._logit_buf.nbytes)
+        return self._logit_buf
 
     # -- the job ----------------------------------------------------------------
 
@@ -265,10 +278,16 @@ class Engine:
         return result
 
     def _sample(self, logits: npt.NDArray[np.float32], job: Job, rng: np.random.Generator) -> int:
+        """A token id, or -1 when every token is masked (no finite logit is left)."""
         if job.temperature <= 0.0:
-            return int(np.argmax(logits))
-        scaled = logits.astype(np.float64) / job.temperature
-        scaled -= scaled.max()
+            token = int(np.argmax(logits))
+            return token if np.isfinite(logits[token]) else -1
+        top = logits.max()
+        if not np.isfinite(top):
+            return -1
+        scaled = logits.astype(np.float64)
+        scaled -= top
+        scaled /= job.temperature
         probs = np.exp(scaled)
         if job.top_p < 1.0:
             order = np.argsort(-probs)
@@ -281,6 +300,22 @@ class Engine:
         pick = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
         return min(pick, len(probs) - 1)
 
+    def _pick(
+        self,
+        job: Job,
+        constraint: Constraint | None,
+        rng: np.random.Generator,
+        bias: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]],
+    ) -> int:
+        """The next token: bans, `logit_bias`, the constraint, then sampling (-1: none left)."""
+        logits = self._logits()
+        logits[self._banned_ids] = -np.inf
+        if len(bias[0]):
+            logits[bias[0]] += bias[1]
+        if constraint is not None:
+            constraint.mask(logits)
+        return self._sample(logits, job, rng)
+
     def _generate(
         self,
         job: Job,
@@ -291,27 +326,25 @@ class Engine:
     ) -> None:
         result.cached_prompt_tokens = self._prefill(tokens, job.cancel)
         rng = np.random.default_rng(job.seed if job.seed is None else job.seed % (1 << 64))
-        bias_ids = np.array(list(job.logit_bias), dtype=np.int64)
-        bias_values = np.array(list(job.logit_bias.values()), dtype=np.float32)
+        bias = (
+            np.array(list(job.logit_bias), dtype=np.int64),
+            np.array(list(job.logit_bias.values()), dtype=np.float32),
+        )
         out = bytearray()
-        streamer = _TextStreamer(job.on_text, tagged=constraint is not None)
+        stops = StopStrings(job.stop)
+        tagged = constraint is not None
+        streamer = TextStreamer(job.on_text, tagged, stops)
         first: float | None = None
         finish: FinishReason | None = None
-        eos, banned, pieces = self.vocab.eos, self.vocab.banned, self.vocab.pieces
-        close = CALL_CLOSE.encode()
+        eos, pieces = self.vocab.eos, self.vocab.pieces
+        call_open, close = CALL_OPEN.encode(), CALL_CLOSE.encode()
         while finish is None:
             if job.cancel:
                 raise _Aborted
-            logits = self._logits()
-            logits[banned] = -np.inf
-            if len(bias_ids):
-                logits[bias_ids] += bias_values
-            if constraint is not None:
-                constraint.mask(logits)
-            if not np.isfinite(logits.max()):
+            token = self._pick(job, constraint, rng, bias)
+            if token < 0:
                 result.error_code = "internal_error"
                 return
-            token = self._sample(logits, job, rng)
             result.completion_tokens += 1
             if first is None:
                 first = time.monotonic()
@@ -323,9 +356,16 @@ class Engine:
             if token == eos:
                 finish = "stop"
                 break
+            grown_from = len(out)
             out += pieces[token]
+            if stops and not (tagged and out.startswith(call_open)):
+                cut = stops.find(out, grown_from)
+                if cut is not None:
+                    del out[cut:]
+                    finish = "stop"
+                    break
             streamer.feed(out)
-            if out.startswith(CALL_OPEN.encode()) and out.endswith(close):
+            if out.startswith(call_open) and out.endswith(close):
                 finish = "tool_calls"
             elif constraint is not None and constraint.finished():
                 finish = "stop"
@@ -356,34 +396,3 @@ class Engine:
             return
         result.outcome, result.http_status, result.finish_reason = finish, 200, finish
         result.text = text
-
-
-class _TextStreamer:
-    """Sends text deltas as they become certain: never a prefix of `<tool_call>`."""
-
-    def __init__(self, sink: Callable[[str], None] | None, tagged: bool) -> None:
-        self._sink = sink
-        self._tagged = tagged
-        self._sent = 0
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._open = CALL_OPEN.encode()
-
-    def feed(self, out: bytearray) -> None:
-        if self._sink is None:
-            return
-        if self._tagged and (self._open.startswith(bytes(out)) or out.startswith(self._open)):
-            return
-        text = self._decoder.decode(bytes(out[self._sent :]))
-        self._sent = len(out)
-        if text:
-            self._sink(text)
-
-    def flush(self, out: bytearray) -> None:
-        if self._sink is None:
-            return
-        if out.startswith(self._open):
-            return
-        text = self._decoder.decode(bytes(out[self._sent :]), final=True)
-        self._sent = len(out)
-        if text:
-            self._sink(text)
