@@ -85,8 +85,13 @@ def run_engine(engine: Engine, tokens: int, constrained: bool) -> tuple[float, f
 
 
 def bare_loop(model: LoadedModel, prompt_tokens: list[int], tokens: int) -> float:
-    """ms per token of a plain decode + argmax loop on the same context."""
+    """ms per token of a plain decode + argmax loop on the same context.
+
+    The context's abort callback is cleared first: the engine points it at its cancel
+    flag on every request, and a bare `llama_cpp.Llama` has none.
+    """
     llm = model.llm
+    llama_cpp.llama_set_abort_callback(llm._ctx.ctx, llama_cpp.ggml_abort_callback(), None)
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm._ctx.ctx), True)
     llm.n_tokens = 0
     llm.eval(prompt_tokens)
@@ -188,6 +193,10 @@ def main() -> None:
     parser.add_argument("--sdist", type=Path, help="a local llama-cpp-python 0.3.36 sdist")
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--backends", nargs="*", default=["llguidance", "gbnf"], choices=["llguidance", "gbnf"],
+        help="constraint backends to measure at 152k beside no constraint",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp:
         work = Path(tmp)
@@ -195,8 +204,10 @@ def main() -> None:
         model = load_model(path, sha, LoadOptions(4096, 1))
         engine = engine_for(model, "llguidance")
         prompt = engine.tokenize(engine.renderer.render(PROMPT, None))
-        worker = [run_engine(engine, args.tokens, False)[0] for _ in range(args.repeats)]
-        bare = [bare_loop(model, prompt, args.tokens) for _ in range(args.repeats)]
+        worker, bare = [], []
+        for _ in range(args.repeats):  # interleaved, so load changes hit both alike
+            worker.append(run_engine(engine, args.tokens, False)[0])
+            bare.append(bare_loop(model, prompt, args.tokens))
         print(f"tiny model, {args.tokens} tokens, greedy, 1 thread (median of {args.repeats})")
         print(f"  bare llama_cpp loop : {1000 / median(bare):8.0f} tok/s")
         print(f"  worker engine       : {1000 / median(worker):8.0f} tok/s")
@@ -206,9 +217,9 @@ def main() -> None:
         big_path, big_sha = big_vocab_model(fetch_vocab(work, args.sdist), work / "qwen-vocab.gguf")
         big = load_model(big_path, big_sha, LoadOptions(4096, 1))
         rows = []
-        for backend, constrained in (("none", False), ("llguidance", True), ("gbnf", True)):
+        for backend in ("none", *args.backends):
             eng = engine_for(big, "gbnf" if backend == "gbnf" else "llguidance")
-            runs = [run_engine(eng, args.tokens, constrained) for _ in range(args.repeats)]
+            runs = [run_engine(eng, args.tokens, backend != "none") for _ in range(args.repeats)]
             rows.append((backend, median([r[0] for r in runs]), median([r[1] for r in runs])))
             del eng
         base = rows[0][1]
@@ -217,9 +228,10 @@ def main() -> None:
         for name, per_token, ttft in rows:
             print(f"  {name:<11} {per_token:9.2f} {per_token - base:10.2f} "
                   f"{per_token / base:7.2f} {ttft:8.0f}")  # fmt: skip
-        llg, gbnf = rows[1][1] - base, rows[2][1] - base
-        factor = gbnf / llg if llg > 0 else float("nan")
-        print(f"  GBNF/llguidance extra cost per token: {factor:.1f}x")
+        extra = {name: per_token - base for name, per_token, _ in rows}
+        if "llguidance" in extra and "gbnf" in extra and extra["llguidance"] > 0:
+            factor = extra["gbnf"] / extra["llguidance"]
+            print(f"  GBNF/llguidance extra cost per token: {factor:.1f}x")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         print(f"\npeak RSS of this process: {peak / (1 << 20):.0f} MiB")
 

@@ -129,6 +129,7 @@ class Engine:
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._cached: list[int] = []
         self._logit_buf = np.empty(self.vocab.n_vocab, dtype=np.float32)
+        self._logit_addr: int = self._logit_buf.ctypes.data
         self._banned_ids = np.flatnonzero(self.vocab.banned)
         self._active: Cancel | None = None
         self._idle = Cancel()  # never set: the flag the callback reads between requests
@@ -177,6 +178,30 @@ class Engine:
                 raise RuntimeError("decode_failed")
             self._cached.extend(batch)
 
+    def _decode_one(self, token: int, cancel: Cancel) -> None:
+        """`_decode([token])` without the batching loop: the per-token path of generation.
+
+        Fills the one batch slot directly (`set_batch` loops over ctypes fields in
+        Python); the slot's sequence fields are written too, so nothing depends on what
+        an earlier batch left there.
+        """
+        if cancel:
+            raise _Aborted
+        batch = self.model.llm._batch.batch
+        batch.n_tokens = 1
+        batch.token[0] = token
+        batch.pos[0] = len(self._cached)
+        batch.seq_id[0][0] = 0
+        batch.n_seq_id[0] = 1
+        batch.logits[0] = True
+        rc = llama_cpp.llama_decode(self._ctx, batch)
+        if rc != 0:
+            self._clear_cache()
+            if cancel:
+                raise _Aborted
+            raise RuntimeError("decode_failed")
+        self._cached.append(token)
+
     def _prefill(self, tokens: list[int], cancel: Cancel) -> int:
         """Reuse the common prefix of the KV cache, decode the rest; return tokens reused."""
         keep = 0
@@ -204,7 +229,7 @@ class Engine:
         ptr = llama_cpp.llama_get_logits_ith(self._ctx, -1)
         if not ptr:
             raise RuntimeError("no_logits")
-        ctypes.memmove(self._logit_buf.ctypes.data, ptr, self._logit_buf.nbytes)
+        ctypes.memmove(self._logit_addr, ptr, self._logit_buf.nbytes)
         return self._logit_buf
 
     # -- the job ----------------------------------------------------------------
@@ -280,7 +305,7 @@ class Engine:
     def _sample(self, logits: npt.NDArray[np.float32], job: Job, rng: np.random.Generator) -> int:
         """A token id, or -1 when every token is masked (no finite logit is left)."""
         if job.temperature <= 0.0:
-            token = int(np.argmax(logits))
+            token = int(logits.argmax())
             return token if np.isfinite(logits[token]) else -1
         top = logits.max()
         if not np.isfinite(top):
@@ -300,6 +325,15 @@ class Engine:
         pick = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
         return min(pick, len(probs) - 1)
 
+    def _bias(
+        self, logit_bias: dict[int, float]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """(ids, additions): the request's `logit_bias`, and -inf for every banned token."""
+        merged = dict(logit_bias)
+        merged.update(dict.fromkeys(self._banned_ids.tolist(), -np.inf))
+        ids = np.fromiter(merged, dtype=np.int64, count=len(merged))
+        return ids, np.fromiter(merged.values(), dtype=np.float32, count=len(merged))
+
     def _pick(
         self,
         job: Job,
@@ -307,11 +341,12 @@ class Engine:
         rng: np.random.Generator,
         bias: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]],
     ) -> int:
-        """The next token: bans, `logit_bias`, the constraint, then sampling (-1: none left)."""
+        """The next token: bans and `logit_bias`, the constraint, then sampling (-1: none left).
+
+        *bias* carries the bans as -inf, so both are one indexed add (logits are finite).
+        """
         logits = self._logits()
-        logits[self._banned_ids] = -np.inf
-        if len(bias[0]):
-            logits[bias[0]] += bias[1]
+        logits[bias[0]] += bias[1]
         if constraint is not None:
             constraint.mask(logits)
         return self._sample(logits, job, rng)
@@ -326,10 +361,7 @@ class Engine:
     ) -> None:
         result.cached_prompt_tokens = self._prefill(tokens, job.cancel)
         rng = np.random.default_rng(job.seed if job.seed is None else job.seed % (1 << 64))
-        bias = (
-            np.array(list(job.logit_bias), dtype=np.int64),
-            np.array(list(job.logit_bias.values()), dtype=np.float32),
-        )
+        bias = self._bias(job.logit_bias)
         out = bytearray()
         stops = StopStrings(job.stop)
         tagged = constraint is not None
@@ -372,7 +404,7 @@ class Engine:
             elif result.completion_tokens >= max_tokens:
                 finish = "length"
             else:
-                self._decode([token], job.cancel)
+                self._decode_one(token, job.cancel)
         result.decode_ms = int((time.monotonic() - (first or time.monotonic())) * 1000)
         self._finish(job, out, finish, result)
         if result.finish_reason in ("stop", "length") and result.text is not None:
