@@ -347,8 +347,18 @@ class Engine:
         """
         logits = self._logits()
         logits[bias[0]] += bias[1]
-        if constraint is not None:
-            constraint.mask(logits)
+        if constraint is None:
+            return self._sample(logits, job, rng)
+        if constraint.check_first and (job.temperature <= 0.0 or job.top_p >= 1.0):
+            # Sample unconstrained and keep the token if the grammar allows it; else
+            # mask and sample again. Greedy: the allowed argmax is the masked argmax.
+            # Temperature: P(t) = p(t) + (1 - p(A)) * p(t) / p(A) = p(t) / p(A) for an
+            # allowed t, exactly the masked distribution. Not with top_p < 1, whose
+            # nucleus depends on the mask: that path masks first.
+            token = self._sample(logits, job, rng)
+            if token >= 0 and constraint.allows(token):
+                return token
+        constraint.mask(logits)
         return self._sample(logits, job, rng)
 
     def _generate(
