@@ -140,18 +140,21 @@ def _level_headroom(level: _Level) -> int | None:
     """limit - (usage - inactive_file) for one level; None when it has no limit."""
     d = level.directory
     if level.version == 1:
+        limit = _read_int(d / "memory.limit_in_bytes")
+        memsw = d / "memory.memsw.limit_in_bytes"
+        sw_limit = _read_int(memsw) if memsw.exists() else UNLIMITED
+        if limit >= UNLIMITED and sw_limit >= UNLIMITED:
+            # No limit at this level: its memory.stat is not needed, and it is the
+            # costly file (the v1 root's sums the whole machine, every 25 ms).
+            return None
         inactive = _stat_field(d / "memory.stat", "total_inactive_file")
         candidates: list[int] = []
-        limit = _read_int(d / "memory.limit_in_bytes")
         if limit < UNLIMITED:
             candidates.append(limit - (_read_int(d / "memory.usage_in_bytes") - inactive))
-        memsw = d / "memory.memsw.limit_in_bytes"
-        if memsw.exists():
-            sw_limit = _read_int(memsw)
-            if sw_limit < UNLIMITED:
-                used = _read_int(d / "memory.memsw.usage_in_bytes") - inactive
-                candidates.append(sw_limit - used)
-        return min(candidates) if candidates else None
+        if sw_limit < UNLIMITED:
+            used = _read_int(d / "memory.memsw.usage_in_bytes") - inactive
+            candidates.append(sw_limit - used)
+        return min(candidates)
     limit = _read_int(d / "memory.max")
     if limit >= UNLIMITED:
         return None

@@ -258,6 +258,27 @@ def test_v1_headroom_uses_memsw_and_total_inactive_file(tmp_path: Path) -> None:
     assert (headroom.bytes, headroom.scope) == ((36 << 20) - (26 << 20), "self")
 
 
+def test_v1_level_without_a_limit_is_not_read_further(tmp_path: Path) -> None:
+    """An unlimited v1 level decides nothing: its memory.stat (costly at the root) is skipped."""
+    fs = tmp_path / "mem"
+    unlimited = "9223372036854771712\n"
+    _write(fs, {"memory.limit_in_bytes": unlimited, "memory.memsw.limit_in_bytes": unlimited})
+    _write(fs / "a", {
+        "memory.limit_in_bytes": str(40 << 20), "memory.usage_in_bytes": str(30 << 20),
+        "memory.stat": f"total_inactive_file {4 << 20}\n",
+    })  # fmt: skip
+    _write(tmp_path, {
+        "cgroup": "4:memory:/a\n0::/\n",
+        "mountinfo": f"35 31 0:32 / {fs} rw,relatime - cgroup cgroup rw,memory\n",
+        "meminfo": MEMINFO,
+    })  # fmt: skip
+    reader = HeadroomReader(tmp_path / "cgroup", tmp_path / "mountinfo", tmp_path / "meminfo")
+    assert reader.read() == Headroom((40 << 20) - (26 << 20), "self")
+    (fs / "a/memory.stat").unlink()
+    with pytest.raises(HeadroomUnread):  # a limited level still needs its memory.stat
+        reader.read()
+
+
 def test_real_machine_headroom_is_readable() -> None:
     headroom = HeadroomReader().read()
     assert headroom.bytes > 0
