@@ -16,6 +16,7 @@ guest's /proc after the channel reported its end.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shlex
@@ -149,25 +150,28 @@ async def start_guest_worker(
     sha256: str,
     pins_sha256: str,
     owned: OwnedResources,
+    guest_gone: Callable[[], bool],
 ) -> GuestWorker:
-    """Start the worker in the guest and wait for its ready line; register its release."""
+    """Start the worker in the guest and wait for its ready line; register its release.
+
+    A lost SSH connection is not the worker's failure: it propagates as SshError, so
+    the trial names what happened to the VM. `guest_gone` tells the release whether
+    QEMU has exited, which ends every guest process (the worker's cleanup proof when
+    the guest can no longer be asked)."""
     started = time.monotonic()
-    try:
-        process = await session.start(
-            launch_script(profile, sha256, pins_sha256),
-            deadline_s=COMMAND_DEADLINE_S,
-            stdin=GATE_SOURCE,
-        )
-    except SshError:
-        raise WorkerStageFailed("worker_unreachable") from None
+    process = await session.start(
+        launch_script(profile, sha256, pins_sha256),
+        deadline_s=COMMAND_DEADLINE_S,
+        stdin=GATE_SOURCE,
+    )
     worker = GuestWorker(process, sha256, started)
-    owned.register("worker_process", _release(session, worker))
+    owned.register("worker_process", _release(session, worker, guest_gone))
     try:
         ready = await _read_startup(process, worker, started + READY_DEADLINE_S)
     except SshError as exc:
-        raise WorkerStageFailed(
-            "worker_unreachable" if exc.category == "command_timeout" else "worker_exited"
-        ) from None
+        if exc.category != "command_timeout":
+            raise
+        raise WorkerStageFailed("worker_unreachable") from None
     except ValueError:
         raise WorkerStageFailed("worker_exited") from None
     if ready.get("ready") is not True or ready.get("port") != GUEST_PORT:
@@ -205,7 +209,7 @@ async def _collect_evidence(session: SshSession, worker: GuestWorker) -> None:
 
 
 def _release(
-    session: SshSession, worker: GuestWorker
+    session: SshSession, worker: GuestWorker, guest_gone: Callable[[], bool]
 ) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
     async def release() -> tuple[CleanupResult, ...]:
         began = time.monotonic()
@@ -236,14 +240,11 @@ def _release(
         else:
             worker.records_unread = True  # not stopped, or never started: nothing final
         elapsed = int((time.monotonic() - began) * 1000)
-        return (
-            CleanupResult(
-                "worker_process",
-                "confirmed" if gone else "failed",
-                "process_reaped" if gone else "unread",
-                elapsed,
-            ),
-        )
+        if gone:
+            return (CleanupResult("worker_process", "confirmed", "process_reaped", elapsed),)
+        if await asyncio.to_thread(guest_gone):
+            return (CleanupResult("worker_process", "confirmed", "process_gone", elapsed),)
+        return (CleanupResult("worker_process", "failed", "unread", elapsed),)
 
     return release
 

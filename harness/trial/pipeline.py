@@ -274,6 +274,7 @@ class Trial:
                     sha256=sha256,
                     pins_sha256=self.worker_runtime.pins_sha256,
                     owned=self.owned,
+                    guest_gone=self._vm_gone,
                 )
             else:
                 self.worker = await start_host_worker(
