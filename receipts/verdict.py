@@ -1,9 +1,11 @@
 """The verdict, derived from the records. The one function both `harness trial` and
 `harness audit` use, so the verdict a trial prints is the verdict a reviewer recomputes.
 
-Order of judgement: the first stage (in pipeline order) whose record is missing or
-failed names the verdict; then teardown (every cleanup receipt confirmed), host state
-(every facet unchanged), OOM kills (none); then the hidden tests decide between
+Order of judgement: the first stage (in pipeline order) in which the harness itself
+failed (`failed_internal`), or whose record is missing (`evidence_incomplete`) or failed
+(`failed_<stage>`, or `failed_oom` when the stage failed because its budget's OOM
+killer acted) names the verdict; then teardown (every cleanup receipt confirmed), host
+state (every facet unchanged), OOM kills (none); then the hidden tests decide between
 `accepted` and `task_incomplete`. Missing or unread evidence never yields `accepted`.
 """
 
@@ -37,11 +39,18 @@ def stage_succeeded(record: Record) -> bool:
     return category == "ok"
 
 
+OOM_CATEGORY = "oom_killed"
+"""The stage category (vm, worker) that says a memory budget's OOM killer ended the stage."""
+
+
 def first_failed_stage(records: RecordSet) -> Stage | None:
-    """The first required stage whose record is present and reports failure."""
+    """The first required stage in which the harness failed, or whose record is present
+    and reports failure."""
     if records.trial is None:
         return None
     for stage in required_stages(records.trial):
+        if stage == records.trial.internal_error_stage:
+            return stage
         record = records.stage_record(stage)
         if record is not None and not stage_succeeded(record):
             return stage
@@ -53,11 +62,17 @@ def derive_verdict(records: RecordSet) -> Verdict:
     if trial is None:
         return "evidence_incomplete"
     for stage in required_stages(trial):
+        if stage == trial.internal_error_stage:
+            return "failed_internal"
         record = records.stage_record(stage)
         if record is None:
             return "evidence_incomplete"
         if not stage_succeeded(record):
+            if getattr(record, "category", None) == OOM_CATEGORY:
+                return "failed_oom"  # the budget named the failure, not the stage
             return cast(Verdict, f"failed_{stage}")
+    if trial.internal_error_stage is not None:
+        return "failed_internal"  # claimed for a stage this trial does not run: never a pass
     if not records.cleanup:
         return "evidence_incomplete"
     statuses = {receipt.status for receipt in records.cleanup}

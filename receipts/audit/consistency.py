@@ -25,6 +25,8 @@ def _required_records(ctx: AuditContext, trial: TrialRecord, records: RecordSet)
     for stage in required_stages(trial):
         present = records.stage_record(stage) is not None
         name = KIND_BY_NAME[stage].entry_name()
+        # A stage the harness crashed in has no record of its own: its evidence is void.
+        reached_failure = reached_failure or stage == trial.internal_error_stage
         if reached_failure and present:
             ctx.add("consistency", "required_records", "record_unexpected", name)
         elif not reached_failure and not present:

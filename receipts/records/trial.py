@@ -56,6 +56,7 @@ Verdict = Literal[
     "failed_teardown",
     "failed_host_state",
     "failed_oom",
+    "failed_internal",
     "evidence_incomplete",
 ]
 """Every verdict a trial can end with. Derived from the records, never set by hand."""
@@ -85,4 +86,9 @@ class TrialRecord(Record):
     started_unix_ms: UnixMillis
     ended_unix_ms: UnixMillis
     failed_stage: Stage | None
+    internal_error_stage: Stage | None
+    """The stage in which the harness itself failed unexpectedly (a defect of ours, not a
+    category of the thing under test); None when it did not. Its record and every later
+    stage's are absent, and the verdict is `failed_internal`: a claim that can only make
+    the verdict worse, never hide a recorded failure before it."""
     verdict: Verdict

@@ -152,6 +152,7 @@ def accepted_model_trial() -> RecordSet:
             started_unix_ms=1_790_000_000_000,
             ended_unix_ms=1_790_000_060_000,
             failed_stage=None,
+            internal_error_stage=None,
             verdict="accepted",
         ),
         preflight=PreflightRecord(

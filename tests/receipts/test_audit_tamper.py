@@ -280,6 +280,18 @@ def _record_after_failure() -> bytes:
     )
 
 
+def _record_of_crashed_stage() -> bytes:
+    """The harness crashed in the agent stage, yet an agent record is kept."""
+    records = accepted_model_trial()
+    assert records.trial is not None
+    crashed = replace(
+        records.trial, failed_stage="agent", internal_error_stage="agent", verdict="failed_internal"
+    )
+    return tamper.forge_records(
+        with_changes(records, trial=crashed, verification=None, agent_turns=(), tool_calls=())
+    )
+
+
 def _scripted_with_worker() -> bytes:
     scripted = accepted_scripted_trial()
     model = accepted_model_trial()
@@ -335,7 +347,7 @@ def _oom_inconsistent() -> bytes:
         with_changes(
             records,
             vm=replace(records.vm, category="oom_killed"),
-            trial=replace(records.trial, failed_stage="vm", verdict="failed_vm"),
+            trial=replace(records.trial, failed_stage="vm", verdict="failed_oom"),
             gate=None,
             worker=None,
             agent=None,
@@ -426,6 +438,9 @@ CASES: dict[str, Case] = {
     "verdict_overclaimed": Case(_verdict_claimed, "verdict_mismatch", "verdict_claim"),
     "failed_stage_claim": Case(_failed_stage_claim, "failed_stage_mismatch", "failed_stage_claim"),
     "record_after_failure": Case(_record_after_failure, "record_unexpected", "required_records"),
+    "record_of_crashed_stage": Case(
+        _record_of_crashed_stage, "record_unexpected", "required_records"
+    ),
     "hoststate_missing": Case(_hoststate_missing, "record_missing", "required_records"),
     "scripted_with_worker": Case(_scripted_with_worker, "policy_mismatch", "policy_records"),
     "placement_contradicts": Case(_placement_contradicts, "placement_mismatch", "placement"),
@@ -481,6 +496,41 @@ def test_untampered_receipts_are_valid() -> None:
         result = audit_bytes(bundle_bytes(records))
         assert result.valid, result.findings
         assert result.derived_verdict == "accepted"
+
+
+def test_truthful_crash_and_oom_receipts_are_valid() -> None:
+    """The untampered forms of the crash and OOM cases: valid receipts of failed trials."""
+    records = accepted_model_trial()
+    assert records.trial is not None and records.vm is not None
+    crashed = with_changes(
+        records,
+        trial=replace(
+            records.trial,
+            failed_stage="agent",
+            internal_error_stage="agent",
+            verdict="failed_internal",
+        ),
+        agent=None,
+        verification=None,
+        agent_turns=(),
+        tool_calls=(),
+    )
+    oom = with_changes(
+        records,
+        vm=replace(records.vm, category="oom_killed", oom_kills=1),
+        trial=replace(records.trial, failed_stage="vm", verdict="failed_oom"),
+        gate=None,
+        worker=None,
+        agent=None,
+        verification=None,
+        worker_requests=(),
+        agent_turns=(),
+        tool_calls=(),
+    )
+    for story, verdict in ((crashed, "failed_internal"), (oom, "failed_oom")):
+        result = audit_bytes(bundle_bytes(story))
+        assert result.valid, result.findings
+        assert result.derived_verdict == verdict
 
 
 def test_attacker_entry_names_are_never_echoed(tampered: dict[str, bytes]) -> None:

@@ -26,7 +26,7 @@ from tests.receipts.builders import accepted_model_trial, replace
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
 # update it in the same commit and say why.
-GOLDEN_ZIP_SHA256 = "aa414a5ab792333ad4fbcce22a5ae2b58c2a6e8a307e5b0b6b8827dd65972a3e"
+GOLDEN_ZIP_SHA256 = "d66df34e8e39063137ac8c5636c81a8973ed562b92e08a47e310512fb1400114"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

@@ -122,3 +122,46 @@ def test_dispatched_trial_needs_its_dispatch_record() -> None:
     assert records.trial is not None
     records = dataclasses.replace(records, trial=replace(records.trial, dispatched=True))
     assert derive_verdict(records) == "evidence_incomplete"
+
+
+@pytest.mark.parametrize("stage", ["vm", "worker"])
+def test_a_stage_ended_by_its_oom_killer_is_failed_oom(stage: str) -> None:
+    """The budget names the failure: a VM (or worker) killed over its memory budget is
+    `failed_oom`, while the failed stage is still the one it happened in."""
+    records = _base()
+    record = replace(getattr(records, stage), category="oom_killed", oom_kills=1)
+    records = dataclasses.replace(records, **{stage: record})
+    assert first_failed_stage(records) == stage
+    assert derive_verdict(records) == "failed_oom"
+
+
+def test_a_crash_of_the_harness_is_failed_internal_at_its_stage() -> None:
+    records = _base()
+    assert records.trial is not None
+    crashed = replace(records.trial, internal_error_stage="agent")
+    records = dataclasses.replace(
+        records, trial=crashed, agent=None, verification=None, agent_turns=(), tool_calls=()
+    )
+    assert first_failed_stage(records) == "agent"
+    assert derive_verdict(records) == "failed_internal"
+
+
+def test_an_earlier_failed_stage_wins_over_a_later_crash() -> None:
+    records = _base()
+    assert records.trial is not None and records.image is not None
+    records = dataclasses.replace(
+        records,
+        trial=replace(records.trial, internal_error_stage="agent"),
+        image=replace(records.image, category="build_failed"),
+    )
+    assert derive_verdict(records) == "failed_image"
+
+
+def test_a_crash_claimed_for_a_stage_not_run_is_never_accepted() -> None:
+    records = accepted_scripted_trial()
+    assert records.trial is not None
+    records = dataclasses.replace(
+        records, trial=replace(records.trial, internal_error_stage="worker")
+    )
+    assert first_failed_stage(records) is None
+    assert derive_verdict(records) == "failed_internal"
