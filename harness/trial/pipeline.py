@@ -30,6 +30,7 @@ from harness.dispatch import DispatchRefused, admit
 from harness.profiles import Profile
 from harness.source import bind_source
 from harness.trial.guestcmd import GATE_SOURCE, READ_ONLY, gated_command, parse_gate_line
+from harness.trial.guestdisk import probe_disk
 from harness.trial.guestworker import (
     MODEL_FILE,
     GuestWorker,
@@ -85,10 +86,10 @@ from receipts.records import (
     WorkerRecord,
     WorkerRequestRecord,
 )
-from receipts.records.trial import Placement, Stage, Verdict
+from receipts.records.trial import STAGE_ORDER, Placement, Stage, Verdict
 from receipts.records.vm import VmCategory
 from receipts.recordset import RecordSet
-from receipts.verdict import derive_verdict, first_failed_stage, stage_succeeded
+from receipts.verdict import derive_verdict, first_failed_stage, required_stages, stage_succeeded
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS_VERSION = "0.1.0"
@@ -96,6 +97,8 @@ HOST_WORKER_URL = "http://10.0.2.100:8080"
 """The guest's one route to the host worker: QEMU's guestfwd to the worker's socket."""
 WORK = "/work"
 GATE_DEADLINE_S = 60.0
+GUEST_STAGES: frozenset[Stage] = frozenset({"gate", "agent", "verification"})
+"""Stages that run commands in the guest: a failure in one may be the guest's full disk."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,11 @@ class TrialResult:
 
 class StageFailed(Exception):
     """A stage ended the trial; its record (already collected) names the category."""
+
+
+def _after(stage: Stage, start: Stage) -> bool:
+    """Whether `stage` runs at or after `start` in pipeline order."""
+    return STAGE_ORDER.index(stage) >= STAGE_ORDER.index(start)
 
 
 @dataclass
@@ -195,6 +203,10 @@ class Trial:
             )
         )
         self.worker_requests: tuple[WorkerRequestRecord, ...] = ()
+        self.current: Stage = "preflight"
+        """The stage running now; where an unexpected exception is attributed."""
+        self.crashed = False
+        """An exception that is not a stage's named failure ended the trial (our defect)."""
 
     # ---- helpers -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -490,12 +502,17 @@ class Trial:
         if not stage_succeeded(agent):
             raise StageFailed
 
+    def verification_tar(self) -> bytes:
+        """The task as sent for verification; the guest's digest of what it received must
+        equal the host's digest of the task directory."""
+        return _task_tar(self.task_dir)
+
     async def stage_verification(self) -> None:
         assert self.runtime is not None and self.vm is not None
         expected = task_digest(self.task_dir)
         with tempfile.TemporaryDirectory() as tmp:
             tar = Path(tmp) / "task.tar"
-            tar.write_bytes(_task_tar(self.task_dir))
+            tar.write_bytes(self.verification_tar())
             await self.live_vm().put(tar, f"{WORK}/verify-task.tar", 60.0)
             target = f"{WORK}/verify-task"
             unpack = await self.guest(
@@ -524,7 +541,7 @@ class Trial:
             local = Path(tmp) / "verification.json"
             await self.live_vm().get(f"{WORK}/verification.json", local, 60.0)
             record = VerificationRecord.model_validate_json(local.read_bytes())
-        if record.task_sha256 != expected:
+        if record.task_sha256 != expected:  # the guest verified other tests than ours
             record = record.model_copy(update={"category": "runner_error", "result": "failed"})
         self.keep("verification", record)
         if record.category != "ok":
@@ -540,7 +557,67 @@ class Trial:
             time.sleep(0.05)
         return not vm.alive()
 
+    async def _name_guest_disk_full(self) -> bool:
+        """After a guest stage failed: if the guest's disk is full, that names the failure
+        (`guest_disk_full`, a VM category). Only a probe that read `full` decides."""
+        vm = self.vm.vm if self.vm is not None else None
+        if self.current not in GUEST_STAGES or not isinstance(vm, QemuVm) or not vm.alive():
+            return False
+        try:
+            state = await probe_disk(self.guest)
+        except StageFailed:
+            return False
+        if state != "full":
+            return False
+        self.vm_category = "guest_disk_full"
+        return True
+
+    def crashed_stage(self, singles: dict[str, Any], trial: TrialRecord) -> Stage:
+        """Where the harness failed: the stage that was running, or an earlier required
+        stage whose record it never finished writing (e.g. the worker's, kept only after
+        the agent), whichever comes first."""
+        missing = [s for s in required_stages(trial) if singles.get(s) is None]
+        return min([self.current, *missing], key=STAGE_ORDER.index)
+
     # ---- the whole run --------------------------------------------------------------------
+    def stage_step(
+        self, stage: Stage, deadline_s: float | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """Enter `stage`: where an unexpected exception is attributed, and a progress step."""
+        self.current = stage
+        return self.step(stage, deadline_s)
+
+    async def stages(self, scratch: Path) -> None:
+        """Every stage in order; the first failure raises (StageFailed, SshError, VmError)."""
+        profile = self.o.profile
+        with self.stage_step("preflight"):
+            self.stage_preflight()
+        with self.stage_step("source"):
+            source = self.stage_source()
+        if self.o.dispatch is not None:
+            with self.stage_step("dispatch"):
+                self.stage_dispatch(source)
+        if self.o.script is None:
+            with self.stage_step("model", float(profile.provisioning.deadline_s)):
+                self.stage_model()
+        with self.stage_step("image", float(profile.provisioning.deadline_s)):
+            image = self.stage_image()
+        with self.stage_step("vm", float(profile.vm.ssh_deadline_s)):
+            await self.stage_vm(image, scratch)
+        with self.stage_step("gate", GATE_DEADLINE_S):
+            await self.stage_gate()
+        if self.o.script is None:
+            ready_s = GUEST_READY_S if self.placement == "guest" else HOST_READY_S
+            with self.stage_step("worker", ready_s):
+                await self.stage_worker(scratch)
+        try:
+            with self.stage_step("agent", float(profile.agent.wall_deadline_s)):
+                await self.stage_agent()
+        finally:
+            await self.stop_worker()  # before verification, and whatever the agent did
+        with self.stage_step("verification"):
+            await self.stage_verification()
+
     async def run(self) -> TrialResult:
         """The trial under its lease (host/vm/lease.py): `harness gc` leaves a live
         trial's resources alone and releases a killed one's."""
@@ -553,39 +630,18 @@ class Trial:
         before = take_snapshot()
         scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-", dir=trials_root))
         try:
-            profile = self.o.profile
             try:
-                with self.step("preflight"):
-                    self.stage_preflight()
-                with self.step("source"):
-                    source = self.stage_source()
-                if self.o.dispatch is not None:
-                    with self.step("dispatch"):
-                        self.stage_dispatch(source)
-                if self.o.script is None:
-                    with self.step("model", float(profile.provisioning.deadline_s)):
-                        self.stage_model()
-                with self.step("image", float(profile.provisioning.deadline_s)):
-                    image = self.stage_image()
-                with self.step("vm", float(profile.vm.ssh_deadline_s)):
-                    await self.stage_vm(image, scratch)
-                with self.step("gate", GATE_DEADLINE_S):
-                    await self.stage_gate()
-                if self.o.script is None:
-                    ready_s = GUEST_READY_S if self.placement == "guest" else HOST_READY_S
-                    with self.step("worker", ready_s):
-                        await self.stage_worker(scratch)
-                try:
-                    with self.step("agent", float(profile.agent.wall_deadline_s)):
-                        await self.stage_agent()
-                finally:
-                    await self.stop_worker()  # before verification, and whatever the agent did
-                with self.step("verification"):
-                    await self.stage_verification()
+                await self.stages(scratch)
             except StageFailed:
-                pass
+                await self._name_guest_disk_full()
             except (SshError, VmError):
-                self.vm_category = "qemu_exited" if self._vm_gone() else "ssh_dropped"
+                if self._vm_gone():
+                    self.vm_category = "qemu_exited"
+                elif not await self._name_guest_disk_full():
+                    self.vm_category = "ssh_dropped"
+            except Exception:  # noqa: BLE001 - our defect: still named, torn down and recorded
+                if not await self._name_guest_disk_full():
+                    self.crashed = True
         finally:
             with self.step("teardown"):
                 vm_final = (
@@ -603,12 +659,22 @@ class Trial:
 
     def bundle(self, started_ms: int, cleanup: list[Any], hoststate: Any) -> TrialResult:
         singles = dict(self.records.singles)
+        crashed: Stage | None = None
+        void_from: Stage | None = None
         if singles.get("vm") is not None and singles["vm"].category != "ok":
-            for later in ("gate", "worker", "agent", "verification"):
-                singles.pop(later, None)  # the VM failed under them: their evidence is void
-            self.records.turns, self.records.tool_calls = (), ()
-            self.worker_requests = ()
-        provisional = self.trial_record(started_ms, None, "evidence_incomplete")
+            void_from = "gate"  # the VM failed under every later stage: their evidence is void
+        elif self.crashed:
+            provisional = self.trial_record(started_ms, None, None, "evidence_incomplete")
+            crashed = void_from = self.crashed_stage(singles, provisional)
+        if void_from is not None:
+            for later in STAGE_ORDER:
+                if _after(later, void_from):
+                    singles.pop(later, None)
+            if _after("worker", void_from):
+                self.worker_requests = ()
+            if _after("agent", void_from):
+                self.records.turns, self.records.tool_calls = (), ()
+        provisional = self.trial_record(started_ms, None, crashed, "evidence_incomplete")
         records = RecordSet(
             trial=provisional,
             hoststate=hoststate,
@@ -620,17 +686,21 @@ class Trial:
         )
         failed: Stage | None = first_failed_stage(records)
         records = dataclasses.replace(
-            records, trial=self.trial_record(started_ms, failed, "accepted")
+            records, trial=self.trial_record(started_ms, failed, crashed, "accepted")
         )
         verdict = derive_verdict(records)
-        records = dataclasses.replace(records, trial=self.trial_record(started_ms, failed, verdict))
+        records = dataclasses.replace(
+            records, trial=self.trial_record(started_ms, failed, crashed, verdict)
+        )
         self.o.out_dir.mkdir(parents=True, exist_ok=True)
         target = self.o.out_dir / f"trial-{self.trial_id}.zip"
         written = write_bundle(records, target)
         valid = audit_bytes(target.read_bytes()).valid
         return TrialResult(verdict=verdict, receipt=target, bundle=written, valid=valid)
 
-    def trial_record(self, started_ms: int, failed: Stage | None, verdict: Verdict) -> TrialRecord:
+    def trial_record(
+        self, started_ms: int, failed: Stage | None, crashed: Stage | None, verdict: Verdict
+    ) -> TrialRecord:
         scripted = self.o.script is not None
         return TrialRecord(
             trial_id=self.trial_id,
@@ -650,6 +720,7 @@ class Trial:
             started_unix_ms=started_ms,
             ended_unix_ms=max(int(time.time() * 1000), started_ms),
             failed_stage=failed,
+            internal_error_stage=crashed,
             verdict=verdict,
         )
 

@@ -1,0 +1,214 @@
+"""The pipeline's own checks, without a VM: what `bundle()` keeps after a failure, the
+exit status for a receipt that does not audit, and a defect of ours inside a stage.
+
+The records fed to `bundle()` are the receipt builders' complete trials, so what these
+tests see is the real writer and the real audit on realistic records; only the stages
+that would have produced them in a guest are not run here (test_trial_faults.py runs
+them in one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.profiles import load_profile
+from harness.trial.guestdisk import parse_probe, probe_disk
+from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from host.ssh import CommandResult
+from host.ssh.errors import SshError
+from host.vm.cleanup import CleanupResult
+from receipts.audit import audit_and_read
+from receipts.recordset import RecordSet
+from tests.receipts.builders import accepted_model_trial, accepted_scripted_trial, replace
+
+TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
+SOLUTION = TASKS / "py-one-line-fix" / "scripts" / "solution.json"
+STAGE_SINGLES = ("preflight", "source", "model", "image", "vm", "gate", "worker", "agent")
+
+
+def _trial(tmp_path: Path, scripted: bool) -> Trial:
+    return Trial(
+        TrialOptions(
+            profile=load_profile("tiny"),
+            task="py-one-line-fix",
+            script=SOLUTION if scripted else None,
+            out_dir=tmp_path,
+            accel="tcg",
+        )
+    )
+
+
+def _collect(trial: Trial, records: RecordSet, **singles: Any) -> None:
+    """Give the trial what its stages would have collected."""
+    for name in (*STAGE_SINGLES, "verification"):
+        value = singles.get(name, getattr(records, name))
+        if value is not None:
+            trial.keep(name, value)
+    trial.records.turns, trial.records.tool_calls = records.agent_turns, records.tool_calls
+    trial.worker_requests = records.worker_requests
+
+
+def _bundle(trial: Trial, records: RecordSet) -> TrialResult:
+    cleanup = [
+        CleanupResult(c.resource, c.status, c.evidence, c.duration_ms) for c in records.cleanup
+    ]
+    return trial.bundle(1_790_000_000_000, cleanup, records.hoststate)
+
+
+def _names(result: TrialResult) -> set[str]:
+    with zipfile.ZipFile(result.receipt) as archive:
+        return set(archive.namelist())
+
+
+def test_a_complete_trial_bundles_as_accepted(tmp_path: Path) -> None:
+    """The positive control for the tests below: the same records, nothing failed."""
+    for scripted, records in ((True, accepted_scripted_trial()), (False, accepted_model_trial())):
+        trial = _trial(tmp_path, scripted)
+        _collect(trial, records)
+        result = _bundle(trial, records)
+        assert (result.valid, result.verdict) == (True, "accepted")
+
+
+def test_evidence_after_a_failed_vm_is_dropped(tmp_path: Path) -> None:
+    """Mutation control for bundle()'s rule: keep gate/worker/agent/verification after a
+    failed VM and the receipt no longer audits (record_unexpected)."""
+    records = accepted_model_trial()
+    assert records.vm is not None
+    trial = _trial(tmp_path, scripted=False)
+    _collect(trial, records, vm=replace(records.vm, category="qemu_exited"))
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_vm")
+    names = _names(result)
+    assert {"preflight.json", "model.json", "image.json", "vm.json"} <= names
+    assert not names & {"gate.json", "worker.json", "agent.json", "verification.json"}
+    assert not any(
+        name.split("/")[0] in ("agent_turns", "tool_calls", "worker_requests") for name in names
+    )
+
+
+def test_a_crash_in_the_agent_stage_keeps_what_came_before(tmp_path: Path) -> None:
+    records = accepted_model_trial()
+    trial = _trial(tmp_path, scripted=False)
+    _collect(trial, records)
+    trial.crashed, trial.current = True, "agent"
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_internal")
+    audit, read = audit_and_read(result.receipt.read_bytes())
+    assert audit.valid and read is not None and read.trial is not None
+    assert (read.trial.internal_error_stage, read.trial.failed_stage) == ("agent", "agent")
+    assert read.worker is not None and len(read.worker_requests) == len(records.worker_requests)
+    assert read.agent is None and read.verification is None and not read.agent_turns
+
+
+def test_a_crash_before_a_stage_record_was_written_names_that_stage(tmp_path: Path) -> None:
+    """The worker's record is written after the agent: a crash that leaves it unwritten is
+    attributed to the worker stage, not to the stage that happened to be running."""
+    records = accepted_model_trial()
+    trial = _trial(tmp_path, scripted=False)
+    _collect(trial, records, worker=None)
+    trial.crashed, trial.current = True, "agent"
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_internal")
+    _, read = audit_and_read(result.receipt.read_bytes())
+    assert read is not None and read.trial is not None
+    assert read.trial.internal_error_stage == "worker"
+    assert not read.worker_requests
+
+
+def test_a_receipt_that_does_not_audit_exits_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pipeline defect that leaves out a required record must not pass as its verdict:
+    the CLI exits 4. The positive control (all records) exits per the verdict (0)."""
+    records = accepted_scripted_trial()
+
+    def fake_run(source: Any) -> Any:
+        async def run(options: TrialOptions) -> TrialResult:
+            trial = Trial(options)
+            _collect(trial, records, source=source)
+            return _bundle(trial, records)
+
+        return run
+
+    argv = ["trial", "--profile", "tiny", "--agent", f"scripted:{SOLUTION}", "--out", str(tmp_path)]
+    monkeypatch.setattr("harness.commands.trial.run_trial", fake_run(records.source))
+    assert main(argv) == 0
+    monkeypatch.setattr("harness.commands.trial.run_trial", fake_run(None))
+    # The writer does not refuse it; the audit does, and the exit status says so.
+    assert main(argv) == 4
+
+
+def test_an_exception_inside_a_stage_still_writes_a_valid_receipt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real pipeline up to the image stage (preflight, source binding, host state),
+    with a defect injected there: closed verdict, valid receipt, exit 3."""
+
+    def defect(self: Trial) -> Any:
+        raise RuntimeError("injected harness defect")
+
+    monkeypatch.setattr(Trial, "stage_image", defect)
+    argv = [
+        "trial",
+        "--profile",
+        "tiny",
+        "--agent",
+        f"scripted:{SOLUTION}",
+        "--out",
+        str(tmp_path),
+        "--accel",
+        "tcg",
+        "--json",
+    ]
+    assert main(argv) == 3
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["verdict"], summary["valid"]) == ("failed_internal", True)
+    audit, read = audit_and_read(Path(summary["receipt"]).read_bytes())
+    assert audit.valid and read is not None and read.trial is not None
+    assert (read.trial.internal_error_stage, read.trial.failed_stage) == ("image", "image")
+    assert read.preflight is not None and read.source is not None and read.image is None
+
+
+def _probe(exit_status: int | None, stdout: bytes) -> CommandResult:
+    return CommandResult(
+        exit_status=exit_status,
+        exit_signal=None,
+        stdout=stdout,
+        stderr=b"",
+        stdout_truncated=False,
+        stderr_truncated=False,
+        duration_ms=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("exit_status", "stdout", "state"),
+    [
+        (0, b"0 4096 1000\n", "full"),
+        (0, b"255 4096 1000\n", "full"),
+        (0, b"256 4096 1000\n", "not_full"),
+        (0, b"900000 4096 0\n", "full"),
+        (0, b"900000 4096 1000\n", "not_full"),
+        (1, b"", "unread"),
+        (None, b"0 4096 1000\n", "unread"),
+        (0, b"garbage\n", "unread"),
+        (0, b"-1 4096 1000\n", "unread"),
+        (0, b"0 0 1000\n", "unread"),
+    ],
+)
+def test_disk_probe_has_three_answers(exit_status: int | None, stdout: bytes, state: str) -> None:
+    assert parse_probe(_probe(exit_status, stdout)) == state
+
+
+def test_probe_of_a_lost_connection_is_unread() -> None:
+    async def dropped(command: str, deadline_s: float) -> CommandResult:
+        raise SshError("connection_dropped")
+
+    assert asyncio.run(probe_disk(dropped)) == "unread"
