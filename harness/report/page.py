@@ -73,6 +73,7 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
                 ("accelerator requested", trial.accel_requested),
                 ("dispatched", trial.dispatched),
                 ("failed stage", trial.failed_stage or "-"),
+                ("harness failed in stage", trial.internal_error_stage or "-"),
             ],
         )
     )
