@@ -23,11 +23,12 @@ import numpy.typing as npt
 
 from host.model.safetensors_header import DTYPES, TensorEntry
 
-# source dtype -> (bit mask without the sign, the largest non-NaN masked pattern)
+# source dtype -> (largest non-NaN positive pattern, largest non-NaN pattern), both as
+# unsigned 16-bit; see :meth:`Scratch.has_nan`.
 NAN_LIMITS: dict[str, tuple[int, int] | None] = {
     "F32": None,  # stored bytes are what ``astype('<f4')`` writes, NaN payloads included
-    "F16": (0x7FFF, 0x7C00),
-    "BF16": (0x7FFF, 0x7F80),
+    "F16": (0x7C00, 0xFC00),
+    "BF16": (0x7F80, 0xFF80),
 }
 
 
@@ -44,7 +45,6 @@ class Scratch:
         self.buffers = [bytearray(half), bytearray(half)]
         self.guards: list[Future[None] | None] = [None, None]
         self.slot = 0
-        self.mask = np.empty(0, dtype=np.uint16)
 
     def hold(self, hashed: Future[None]) -> None:
         """The current buffer is in use until *hashed* is done."""
@@ -61,15 +61,19 @@ class Scratch:
             self.buffers[self.slot] = bytearray(nbytes)
         return self.buffers[self.slot]
 
-    def has_nan(self, chunk: npt.NDArray[np.uint16], mask: int, limit: int) -> bool:
-        """True when a 16-bit float in *chunk* is a NaN (exponent all ones, mantissa != 0)."""
+    @staticmethod
+    def has_nan(chunk: npt.NDArray[np.uint16], positive_limit: int, limit: int) -> bool:
+        """True when a 16-bit float in *chunk* is a NaN (exponent all ones, mantissa != 0).
+
+        Why two maxima and no mask: NaN patterns are the top of two ranges. Read as
+        signed 16-bit, positive NaNs (``positive_limit`` + 1 .. 0x7FFF) are the largest
+        values; read as unsigned, negative NaNs (``limit`` + 1 .. 0xFFFF) are. Two
+        read-only reductions replace masking into a temporary and then reducing it,
+        which wrote a second copy of every chunk.
+        """
         if chunk.size == 0:
             return False
-        if self.mask.size < chunk.size:
-            self.mask = np.empty(chunk.size, dtype=np.uint16)
-        masked = self.mask[: chunk.size]
-        np.bitwise_and(chunk, np.uint16(mask), out=masked)
-        return int(masked.max()) > limit
+        return int(chunk.view(np.int16).max()) > positive_limit or int(chunk.max()) > limit
 
 
 def permute_qk(weights: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:

@@ -18,6 +18,7 @@ import pytest
 
 from host.model.categories import OutType
 from host.model.convert import convert
+from host.model.rawcopy import NAN_LIMITS, Scratch
 from host.model.verify_gguf import verify_gguf
 from tests.host.model.helpers import Tensors, edit_weights
 
@@ -57,3 +58,19 @@ def test_nan_chunks_match_the_float_path(
         assert stored.tolist() == [0x7FC1, 0x7FC0, 0xFFC1, 0x7F80]
     else:  # numpy's f16 -> f32 -> f16 keeps the payload
         assert stored.tolist() == specials.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16"])
+def test_has_nan_agrees_with_isnan_on_every_pattern(dtype: str) -> None:
+    """Each of the 65,536 bit patterns alone, and all of them with the NaNs removed."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    if dtype == "BF16":
+        expected = np.isnan((bits.astype(np.uint32) << 16).view(np.float32))
+    else:
+        expected = np.isnan(bits.view(np.float16))
+    limits = NAN_LIMITS[dtype]
+    assert limits is not None
+    got = [Scratch.has_nan(bits[i : i + 1], *limits) for i in range(bits.size)]
+    assert got == expected.tolist()
+    assert not Scratch.has_nan(bits[~expected], *limits)
+    assert Scratch.has_nan(bits, *limits)
