@@ -51,6 +51,7 @@ from host.model.vocab import (
     read_vocab,
     resolve_special,
 )
+from host.model.writeback import start_writeback
 from receipts.staging import TargetExists, staged_directory
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ GGUF_NAME = "model.gguf"
 # Large tensors (a 152k-token embedding is 1.5 GB as float32) are converted in row
 # slices of about this many float32 bytes.
 CHUNK_BYTES = 32 << 20
+# Written bytes are handed to the disk (``start_writeback``) every this many bytes, so
+# the fsync before the rename waits for the last stretch, not the whole file.
+WRITEBACK_BYTES = 32 << 20
 
 Q = gguf.GGMLQuantizationType
 OUTTYPES: dict[str, tuple[Q, gguf.LlamaFileType]] = {
@@ -450,11 +454,14 @@ class HashingFile(io.BufferedWriter):
     :meth:`hexdigest` waits for every pending update.
     """
 
-    def __init__(self, raw: io.FileIO) -> None:
+    def __init__(self, raw: io.FileIO, writeback_bytes: int = 0) -> None:
         super().__init__(raw)
         self._digest = hashlib.sha256()
         self.count = 0
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gguf-hash")
+        # 0: never start writeback early; else every this many bytes (WRITEBACK_BYTES)
+        self._writeback_bytes = writeback_bytes
+        self.writeback_from = 0  # bytes before this offset have been handed to the disk
 
     def write_nowait(self, buffer: ReadableBuffer, /) -> Future[None]:
         """Count and write *buffer* now; hash it on the hashing thread."""
@@ -462,6 +469,10 @@ class HashingFile(io.BufferedWriter):
         self.count += len(view)
         hashed = self._hasher.submit(self._digest.update, view)
         super().write(view)
+        if self._writeback_bytes and self.count - self.writeback_from >= self._writeback_bytes:
+            self.flush()  # the range must be in the page cache, not in our buffer
+            start_writeback(self.fileno(), self.writeback_from, self.count - self.writeback_from)
+            self.writeback_from = self.count
         return hashed
 
     def write(self, buffer: ReadableBuffer, /) -> int:
@@ -581,7 +592,7 @@ def write_gguf(
     *progress* is called with each tensor's name after it is written (a CLI shows a
     progress bar with it); an exception raised there aborts the write like any other.
     """
-    with HashingFile(io.FileIO(out_file, "xb")) as sink:
+    with HashingFile(io.FileIO(out_file, "xb"), WRITEBACK_BYTES) as sink:
         writer = _StreamingWriter(sink, plan.hparams.arch_name)
         add_metadata(writer, plan)
         for tensor in plan.tensors:
