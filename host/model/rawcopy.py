@@ -105,13 +105,24 @@ def stored_chunks(
     requested: the consumer must write and hash it before asking for more.
     """
     if permute_heads is not None:
+        # Read into one scratch buffer and permute into the other: no fresh pages per
+        # tensor, and the permuted copy is the only copy (reshaping the swapped view
+        # would make a second one).
+        source = memoryview(scratch.next_buffer(entry.nbytes))[: entry.nbytes]
         with path.open("rb", buffering=0) as handle:
             handle.seek(entry.begin)
-            data = bytearray(entry.nbytes)
-            _read_into(handle, memoryview(data))
-        raw = np.frombuffer(data, dtype=DTYPES[entry.dtype][1]).reshape(entry.shape)
-        permuted = np.ascontiguousarray(permute_qk(raw, permute_heads))
-        yield permuted.data.cast("B")
+            _read_into(handle, source)
+        target = memoryview(scratch.next_buffer(entry.nbytes))[: entry.nbytes]
+        dtype = DTYPES[entry.dtype][1]
+        rows, rest = entry.shape[0], entry.shape[1:]
+        half = rows // permute_heads // 2
+        np.copyto(
+            np.frombuffer(target, dtype=dtype).reshape(permute_heads, half, 2, *rest),
+            np.frombuffer(source, dtype=dtype)
+            .reshape(permute_heads, 2, half, *rest)
+            .swapaxes(1, 2),
+        )
+        yield target
         return
     rows = entry.shape[0] if entry.shape else 1
     row_bytes = max(1, entry.nbytes // rows) if rows else 1
