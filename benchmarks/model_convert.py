@@ -15,16 +15,29 @@ next to it, so one run measures, on the same bytes and with a warm page cache:
 
 Each measurement runs in its own process (peak RSS is that process's ``ru_maxrss``;
 for ``sha256sum`` it is the child's), once per round for ``--repeat`` rounds; the
-median time (with min and max) and the largest peak RSS are reported.
+median time (with min and max) and the largest peak RSS are reported. Before each
+one, outside the clock, ``sync`` writes out what earlier measurements left dirty
+(the copies without fsync leave 256 MB), so the kernel's writeback of one
+measurement's bytes is not charged to a later one.
+
+``--compare-tree DIR`` also times the conversion of another checkout of this
+repository (e.g. ``main``, from ``git worktree add``) in the same rounds, so a
+before/after comparison sees the same load. The 1-, 5- and 15-minute load averages
+are printed at the start and at the end: the machine may be shared.
+
 Then the targets are checked: cache re-hash within 1.1x of hashlib, bf16 -> bf16
 conversion within 2x of the faster plain copy, conversion peak RSS <= largest tensor
-+ 256 MiB. Prints one JSON object per measurement and one for the targets.
++ 256 MiB. The conversion is also given as a ratio to ``copyfile`` + ``fsync``, the
+like-for-like floor for an output that must be durable before it is renamed; the
+issue's 2x target is against the plain copy, and is reported against that.
+Prints one JSON object per measurement and one for the targets.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -85,13 +98,25 @@ print(seconds, resource.getrusage(who).ru_maxrss)
 """
 
 
-def measure_once(name: str, args: list[str], cleanup: Path | None) -> tuple[float, float]:
-    """Run one measurement in a fresh process: (seconds, peak RSS MiB)."""
-    code = _PRELUDE + _TIMED.format(body=_BODIES[name], children=name == "sha256sum")
+def measure_once(
+    name: str, args: list[str], cleanup: Path | None, tree: Path | None = None
+) -> tuple[float, float]:
+    """Run one measurement in a fresh process: (seconds, peak RSS MiB).
+
+    *tree*: import ``host`` from this checkout instead of this one (``-c`` puts the
+    working directory first on ``sys.path``).
+    """
+    body = _BODIES[name.removesuffix("_compare")]
+    code = _PRELUDE + _TIMED.format(body=body, children=name == "sha256sum")
     if cleanup is not None:
         subprocess.run(["rm", "-rf", str(cleanup)], check=True)
+    os.sync()  # outside the clock: no dirty pages from earlier measurements
     out = subprocess.run(
-        [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
+        [sys.executable, "-c", code, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tree,
     ).stdout.split()
     return float(out[0]), int(out[1]) / 1024
 
@@ -101,7 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.model_convert")
     parser.add_argument("--keep", type=Path, default=None, help="work here, keep outputs")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--compare-tree",
+        type=Path,
+        default=None,
+        help="also time the conversion of this checkout (e.g. main), in the same rounds",
+    )
     args = parser.parse_args(argv)
+    print(json.dumps({"load_average_start": os.getloadavg()}), flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as tmp:
         work = args.keep if args.keep is not None else Path(tmp)
         source = work / "source"
@@ -117,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
             ("copy_shutil_fsync", [str(weights), str(work / "copy")], work / "copy", 0),
             ("copy_loop", [str(weights), str(work / "copy")], work / "copy", 0),
             ("convert_bf16", [str(source), str(gguf_dir)], gguf_dir, 0),
+            *(
+                [("convert_bf16_compare", [str(source), str(work / "cmp")], work / "cmp", 0)]
+                if args.compare_tree is not None
+                else []
+            ),
             ("hashlib", [str(gguf_dir / "model.gguf"), "-"], None, 1),
             ("sha256sum", [str(gguf_dir / "model.gguf"), "-"], None, 1),
             ("cache_rehash", [str(gguf_dir / "model.gguf"), "-"], None, 1),
@@ -127,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in plan}
         for _ in range(args.repeat):
             for name, cmd_args, cleanup, _reads in plan:
-                samples[name].append(measure_once(name, cmd_args, cleanup))
+                tree = args.compare_tree if name.endswith("_compare") else None
+                samples[name].append(measure_once(name, cmd_args, cleanup, tree))
         for name, _args, _cleanup, reads_gguf in plan:
             results[name] = {
                 "seconds": statistics.median(t for t, _ in samples[name]),
@@ -142,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         copy = min(results["copy_shutil"]["seconds"], results["copy_loop"]["seconds"])
         rehash_ratio = results["cache_rehash"]["seconds"] / results["hashlib"]["seconds"]
         convert_ratio = results["convert_bf16"]["seconds"] / copy
+        convert_fsync_ratio = (
+            results["convert_bf16"]["seconds"] / results["copy_shutil_fsync"]["seconds"]
+        )
         rss_bound = largest / MIB + 256
         targets = {
             "cache_rehash_vs_hashlib": round(rehash_ratio, 3),
@@ -155,10 +196,23 @@ def main(argv: list[str] | None = None) -> int:
                 results["sha256sum"]["seconds"] / results["hashlib"]["seconds"], 3
             ),
             "convert_bf16_vs_copy": round(convert_ratio, 3),
-            "convert_bf16_vs_copy_fsync": round(
-                results["convert_bf16"]["seconds"] / results["copy_shutil_fsync"]["seconds"], 3
+            "convert_target_2x_vs_copy_met": convert_ratio <= 2.0,
+            "convert_bf16_vs_copy_fsync": round(convert_fsync_ratio, 3),
+            "convert_within_2x_of_copy_fsync": convert_fsync_ratio <= 2.0,
+            **(
+                {
+                    "compare_tree_convert_vs_copy": round(
+                        results["convert_bf16_compare"]["seconds"] / copy, 3
+                    ),
+                    "compare_tree_convert_vs_copy_fsync": round(
+                        results["convert_bf16_compare"]["seconds"]
+                        / results["copy_shutil_fsync"]["seconds"],
+                        3,
+                    ),
+                }
+                if "convert_bf16_compare" in results
+                else {}
             ),
-            "convert_target_2x_met": convert_ratio <= 2.0,
             "largest_tensor_mib": round(largest / MIB, 1),
             "convert_peak_rss_mib": results["convert_bf16"]["peak_rss_mib"],
             "rss_bound_mib": round(rss_bound, 1),
@@ -167,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             "verify_rss_target_met": results["verify_gguf"]["peak_rss_mib"] <= rss_bound,
         }
         print(json.dumps({"targets": targets}), flush=True)
+    print(json.dumps({"load_average_end": os.getloadavg()}), flush=True)
     return 0
 
 
