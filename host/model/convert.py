@@ -452,6 +452,10 @@ class HashingFile(io.BufferedWriter):
     ``write_nowait`` returns once they are written, with a future that is done when
     they are hashed: the caller must not change the buffer before that.
     :meth:`hexdigest` waits for every pending update.
+
+    With *writeback_bytes*, every that many bytes written are flushed and handed to
+    the disk (:func:`~host.model.writeback.start_writeback`) so the caller's final
+    ``fsync`` has less to wait for; the ``fsync`` is still the caller's to make.
     """
 
     def __init__(self, raw: io.FileIO, writeback_bytes: int = 0) -> None:
