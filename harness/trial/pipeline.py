@@ -666,6 +666,13 @@ class Trial:
         elif self.crashed:
             provisional = self.trial_record(started_ms, None, None, "evidence_incomplete")
             crashed = void_from = self.crashed_stage(singles, provisional)
+        else:
+            # A stage can be found failed only after a later one ran: the guest worker's
+            # death is read when it is stopped, after the agent. The verdict is the first
+            # failure; records of the stages after it are not part of the claim.
+            failed_first = self.first_failed(started_ms, singles)
+            if failed_first is not None and failed_first != STAGE_ORDER[-1]:
+                void_from = STAGE_ORDER[STAGE_ORDER.index(failed_first) + 1]
         if void_from is not None:
             for later in STAGE_ORDER:
                 if _after(later, void_from):
@@ -697,6 +704,12 @@ class Trial:
         written = write_bundle(records, target)
         valid = audit_bytes(target.read_bytes()).valid
         return TrialResult(verdict=verdict, receipt=target, bundle=written, valid=valid)
+
+    def first_failed(self, started_ms: int, singles: dict[str, Any]) -> Stage | None:
+        provisional = RecordSet(
+            trial=self.trial_record(started_ms, None, None, "evidence_incomplete"), **singles
+        )
+        return first_failed_stage(provisional)
 
     def trial_record(
         self, started_ms: int, failed: Stage | None, crashed: Stage | None, verdict: Verdict

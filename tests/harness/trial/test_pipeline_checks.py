@@ -93,6 +93,24 @@ def test_evidence_after_a_failed_vm_is_dropped(tmp_path: Path) -> None:
     )
 
 
+def test_evidence_after_a_stage_found_failed_later_is_dropped(tmp_path: Path) -> None:
+    """The guest worker's death is read when it is stopped, after the agent ran: the
+    verdict names the worker, and the agent's and verifier's records (written after the
+    worker had failed) leave the claim. Mutation control: keep them and the receipt no
+    longer audits (record_unexpected)."""
+    records = accepted_model_trial()
+    assert records.worker is not None
+    trial = _trial(tmp_path, scripted=False)
+    _collect(trial, records, worker=replace(records.worker, category="worker_exited"))
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_worker")
+    names = _names(result)
+    assert {"vm.json", "gate.json", "worker.json"} <= names
+    assert not names & {"agent.json", "verification.json"}
+    assert not any(name.split("/")[0] in ("agent_turns", "tool_calls") for name in names)
+    assert any(name.split("/")[0] == "worker_requests" for name in names)
+
+
 def test_a_crash_in_the_agent_stage_keeps_what_came_before(tmp_path: Path) -> None:
     records = accepted_model_trial()
     trial = _trial(tmp_path, scripted=False)
