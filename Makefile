@@ -13,8 +13,10 @@ lint: setup
 	$(VENV)/ruff format --check .
 	$(VENV)/mypy
 
-# The whole suite, integration tests included (CI runs this via .ci/run).
+# The whole suite, integration tests included (CI runs this via .ci/run). The libvirt
+# conformance tests need a libvirtd: .ci/libvirtd-up starts one when none answers.
 test: lint
+	@bash .ci/libvirtd-up
 	$(VENV)/pytest
 
 # Fast unit tests only, for the edit loop.

@@ -21,7 +21,7 @@ VmFailure = Literal[
 
 Accelerator = Literal["kvm", "tcg"]
 AccelRequest = Literal["auto", "kvm", "tcg"]
-StopMethod = Literal["qmp_quit", "sigkill", "already_exited", "not_started"]
+StopMethod = Literal["qmp_quit", "sigkill", "libvirt_destroy", "already_exited", "not_started"]
 """How the QEMU process ended (for logs and benchmarks; the receipt has the evidence)."""
 
 __all__ = ["AccelRequest", "Accelerator", "AcceleratorReason", "StopMethod", "VmFailure"]

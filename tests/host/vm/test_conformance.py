@@ -1,82 +1,59 @@
-"""Real QEMU guests under TCG: boot, SSH, files, isolation, teardown with evidence.
+"""One conformance suite, run against both VM backends (real QEMU under TCG).
 
-One VM at a time (never more than two on this 2-core host). Each test boots its own
-guest from the session's cached image; the base image must be byte-identical after.
+Boot, run a command, copy files both ways, tear down with every cleanup receipt
+confirmed, the host state unchanged and the base image byte-identical; the guest
+reaches nothing; a QEMU killed from outside still tears down cleanly; a guest that
+cannot boot is noticed when QEMU exits; the memory budget is read back from the
+cgroup QEMU really runs in and enforced there. One VM at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import time
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from harness.profiles import load_profile
+from harness.trial.vmstage import VmHandle, vm_record
 from host.cgroups import Cgroup
+from host.hoststate import compare, take_snapshot
 from host.image import GuestImage, build_data_disk
 from host.image.digest import sha256_file
 from host.ssh import SshError, connect, generate_trial_keys
-from host.vm import QemuBackend, QemuVm, VmError, VmSpec
+from host.vm import QemuVm, VmError
+from host.vm.memlimit import memory_limit_of
 from host.vm.ports import probe_port
-from tests.host.vm.conftest import tag_processes
+from tests.host.vm.conftest import QEMU_CGROUP_LIMIT, tag_processes
+from tests.host.vm.support import (
+    READY_DEADLINE_S,
+    BackendName,
+    assert_torn_down,
+    create_vm,
+    make_backend,
+    spec,
+    started,
+)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parametrize("backend", ["qemu", "libvirt"])]
 
-READY_DEADLINE_S = 120.0
-EXPECTED_RELEASE = [
-    ("qemu_process", "process_reaped"),
-    ("forwarded_port", "port_refusing"),
-    ("overlay_disk", "file_absent"),
-    ("ssh_keys", "file_absent"),
-    ("scratch_dir", "directory_absent"),
-]
-
-
-def spec(image: object, cgroup: Cgroup, scratch_root: Path, **changes: object) -> VmSpec:
-    base = VmSpec(
-        tag=uuid.uuid4().hex[:16],
-        image=image,  # type: ignore[arg-type]
-        cgroup=cgroup,
-        scratch_root=scratch_root,
-        accelerator="tcg",
-        accelerator_reason="forced_by_flag",
-    )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
-
-
-@contextlib.asynccontextmanager
-async def started(vm_spec: VmSpec) -> AsyncIterator[QemuVm]:
-    """Start a VM; release everything even if the test fails first."""
-    vm = QemuBackend().create(vm_spec)
-    try:
-        await vm.start()
-        yield vm
-    finally:
-        await vm.cleanup()
-
-
-def assert_torn_down(vm: QemuVm, results: tuple[object, ...]) -> None:
-    got = [(r.resource, r.evidence, r.status) for r in results]  # type: ignore[attr-defined]
-    assert got == [(res, ev, "confirmed") for res, ev in EXPECTED_RELEASE]
-    for index, result in enumerate(results):
-        result.to_record(index)  # type: ignore[attr-defined]
-    assert tag_processes(vm.spec.tag) == []
-    assert vm.port is not None and probe_port(vm.port) == "refusing"
-    assert vm.scratch is not None and not vm.scratch.exists()
+# Touch every page (b"\x01" * n is written), so memory is really committed.
+HOG = "python3 -c \"a = []\nwhile True: a.append(b'\\x01' * (32 << 20))\""
 
 
 async def test_boot_run_copy_teardown(
-    guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path, tmp_path: Path
+    backend: BackendName,
+    guest_image: GuestImage,
+    vm_cgroup: Cgroup,
+    scratch_root: Path,
+    tmp_path: Path,
 ) -> None:
     base_before = sha256_file(guest_image.base)
     base_mtime = guest_image.base.stat().st_mtime_ns
@@ -84,14 +61,19 @@ async def test_boot_run_copy_teardown(
     data.mkdir()
     (data / "hello.txt").write_text("read-only hello\n")
     disk = build_data_disk(data, tmp_path / "data.img")
+    host_before = take_snapshot()
 
-    vm = QemuBackend().create(spec(guest_image, vm_cgroup, scratch_root, data_disk=disk.path))
+    vm = create_vm(backend, spec(guest_image, vm_cgroup, scratch_root, data_disk=disk.path))
     try:
         await vm.start()
-        assert vm.process is not None and vm.scratch is not None
-        assert vm.process.pid in vm_cgroup.member_pids()
+        pid = vm.qemu_pid()
+        assert pid is not None and vm.scratch is not None
         assert stat.S_IMODE(vm.scratch.stat().st_mode) == 0o700
-        assert tag_processes(vm.spec.tag) == [vm.process.pid]
+        assert tag_processes(vm.spec.tag) == [pid]
+        # The budget is read back where QEMU actually runs, not where we meant it to.
+        assert memory_limit_of(pid) == QEMU_CGROUP_LIMIT
+        if backend == "qemu":
+            assert pid in vm_cgroup.member_pids()
         boot_ms = await vm.wait_ready(READY_DEADLINE_S)
         assert boot_ms > 0
 
@@ -132,18 +114,21 @@ async def test_boot_run_copy_teardown(
         assert err.value.category == "host_key_mismatch"
         facts = vm.facts()
         assert facts.host_key_sha256 == vm.keys.host_key_sha256
+        assert facts.backend == backend
         facts.to_record("ok")
     finally:
         results = await vm.cleanup()
-    assert vm.stop_method == "qmp_quit"
-    assert_torn_down(vm, results)
+    assert vm.stop_method == ("qmp_quit" if backend == "qemu" else "libvirt_destroy")
+    assert_torn_down(backend, vm, results)
     assert vm_cgroup.member_pids() == ()
     assert sha256_file(guest_image.base) == base_before
     assert guest_image.base.stat().st_mtime_ns == base_mtime
+    comparison = compare(host_before, take_snapshot())
+    assert comparison.overall == "unchanged", comparison
 
 
 async def test_guest_cannot_reach_the_host_or_anything_else(
-    guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path
+    backend: BackendName, guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path
 ) -> None:
     accepted: list[object] = []
 
@@ -169,7 +154,7 @@ with cf.ThreadPoolExecutor(len(targets)) as pool:
     print(json.dumps(dict(zip([f"{{h}}:{{p}}" for h, p in targets], pool.map(attempt, targets)))))
 """
     try:
-        async with started(spec(guest_image, vm_cgroup, scratch_root)) as vm:
+        async with started(spec(guest_image, vm_cgroup, scratch_root), make_backend(backend)) as vm:
             await vm.wait_ready(READY_DEADLINE_S)
             result = await vm.exec(f"python3 -c '{probe}'", deadline_s=60)
             assert result.exit_status == 0, result.stderr
@@ -183,25 +168,33 @@ with cf.ThreadPoolExecutor(len(targets)) as pool:
 
 
 async def test_teardown_confirms_after_qemu_is_killed(
-    guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path
+    backend: BackendName, guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path
 ) -> None:
-    vm = QemuBackend().create(spec(guest_image, vm_cgroup, scratch_root))
+    vm = create_vm(backend, spec(guest_image, vm_cgroup, scratch_root))
     try:
         await vm.start()
         await vm.wait_ready(READY_DEADLINE_S)
-        assert vm.process is not None
-        os.kill(vm.process.pid, signal.SIGKILL)
+        pid = vm.qemu_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
         with pytest.raises(SshError):
             await vm.exec("true", deadline_s=10)
     finally:
         results = await vm.cleanup()
-    assert vm.stop_method in ("already_exited", "sigkill")
-    assert vm.process is not None and vm.process.returncode == -signal.SIGKILL
-    assert_torn_down(vm, results)
+    if isinstance(vm, QemuVm):
+        assert vm.stop_method in ("already_exited", "sigkill")
+        assert vm.process is not None and vm.process.returncode == -signal.SIGKILL
+    else:
+        assert vm.stop_method == "already_exited"
+    assert_torn_down(backend, vm, results)
 
 
 async def test_guest_that_cannot_boot_is_qemu_exited(
-    guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path, tmp_path: Path
+    backend: BackendName,
+    guest_image: GuestImage,
+    vm_cgroup: Cgroup,
+    scratch_root: Path,
+    tmp_path: Path,
 ) -> None:
     # A blank base: stage 1 cannot mount the root, powers off, and QEMU exits.
     blank = tmp_path / "blank.qcow2"
@@ -214,25 +207,51 @@ async def test_guest_that_cannot_boot_is_qemu_exited(
         base: Path
 
     image = Blank(guest_image.vmlinux, guest_image.initramfs, blank)
-    vm = QemuBackend().create(spec(image, vm_cgroup, scratch_root))
+    vm = create_vm(backend, spec(image, vm_cgroup, scratch_root))
     try:
         await vm.start()
-        started = time.monotonic()
+        started_at = time.monotonic()
         with pytest.raises(VmError) as err:
             await vm.wait_ready(READY_DEADLINE_S)
         assert err.value.category == "qemu_exited"
         # noticed when QEMU exits, not when the SSH deadline runs out
-        assert time.monotonic() - started < READY_DEADLINE_S / 2
+        assert time.monotonic() - started_at < READY_DEADLINE_S / 2
         assert vm.serial_log is not None
         assert b"harness-init: failed: root mount" in vm.serial_log.read_bytes()
     finally:
         results = await vm.cleanup()
     assert vm.stop_method == "already_exited"
-    assert_torn_down(vm, results)
+    assert_torn_down(backend, vm, results)
 
 
-def test_nothing_listens_on_a_released_port() -> None:
+async def test_qemu_over_its_memory_budget_is_killed(
+    backend: BackendName, guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path
+) -> None:
+    limit = 640 << 20  # below the 1 GiB guest: the host must kill QEMU
+    vm_cgroup.set_memory_limit(limit)
+    vm_spec = spec(guest_image, vm_cgroup, scratch_root, memory_mib=1024)
+    async with started(vm_spec, make_backend(backend)) as vm:
+        pid = vm.qemu_pid()
+        assert pid is not None and memory_limit_of(pid) == limit
+        await vm.wait_ready(READY_DEADLINE_S)
+        with pytest.raises(SshError):
+            await vm.exec(HOG, deadline_s=180)
+        deadline = time.monotonic() + 10
+        while vm.alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert not vm.alive()
+        if isinstance(vm, QemuVm):
+            handle = VmHandle(vm_cgroup, limit, 0, None, None, vm, None)
+            record = vm_record(handle, "qemu_exited", load_profile("tiny"))
+            assert record.category == "oom_killed"
+            assert record.oom_kills is not None and record.oom_kills >= 1
+
+
+def test_nothing_listens_on_a_released_port(backend: BackendName) -> None:
+    del backend  # the probe is shared; run once per backend for symmetry of the suite
     # The port probe itself: a port we hold open is seen, so `refusing` is evidence.
+    import socket
+
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
