@@ -102,6 +102,29 @@ def _test_runners() -> CheckState:
     return "ok" if major.isdigit() and int(major) >= 18 else "insufficient"
 
 
+def _libvirt(uri_answers: Callable[[], bool] | None = None) -> CheckState:
+    """`ok` only when the daemon answers on qemu:///system through libvirt-python (what
+    `--backend libvirt` uses); binaries on PATH alone are not enough."""
+    if _tools("libvirtd", "virtlogd") != "ok":
+        return "missing"
+    try:
+        if importlib.util.find_spec("libvirt") is None:
+            return "missing"
+    except (ImportError, ValueError):
+        return "unread"
+    if uri_answers is None:
+        from host.vm.virtconn import VirtError, open_connection
+
+        def uri_answers() -> bool:
+            try:
+                open_connection().close()
+            except VirtError:
+                return False
+            return True
+
+    return "ok" if uri_answers() else "missing"
+
+
 def _disk(path: Path) -> CheckState:
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -166,9 +189,10 @@ def run_checks(cache_dir: Path) -> list[Check]:
         ),
         (
             "libvirt",
-            lambda: _tools("libvirtd", "virsh"),
+            _libvirt,
             False,
-            f"optional, for --backend libvirt: {APT} libvirt-daemon-system libvirt-dev",
+            "optional, for --backend libvirt: bash .ci/setup (installs libvirt-daemon, its QEMU "
+            "driver, libvirt-dev and libvirt-python), then bash .ci/libvirtd-up (starts libvirtd)",
         ),
         ("disk", lambda: _disk(cache_dir), True, "free at least 10 GiB under ~/.cache/harness"),
         ("memory", _memory, True, "at least 4 GiB of MemAvailable"),

@@ -28,6 +28,17 @@ def test_missing_tools_are_missing_with_their_fix(monkeypatch: pytest.MonkeyPatc
     assert doctor._test_runners() == "missing"
 
 
+def test_libvirt_is_ok_only_when_the_daemon_answers() -> None:
+    # The binaries and libvirt-python are installed by .ci/setup on this host kind.
+    assert doctor._libvirt(lambda: True) == "ok"
+    assert doctor._libvirt(lambda: False) == "missing"
+
+
+def test_libvirt_without_its_binaries_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert doctor._libvirt(lambda: True) == "missing"
+
+
 def test_unreadable_disk_is_unread_not_missing(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")

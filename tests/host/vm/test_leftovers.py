@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from host.vm.leftovers import LeftoverProcess, find_processes, find_scratch_dirs
+from host.vm.leftovers import LeftoverProcess, find_processes, find_scratch_dirs, find_trial_dirs
 from host.vm.scratch import create_scratch
 
 
@@ -37,3 +37,31 @@ def test_scratch_dirs_are_found_and_nothing_else(tmp_path: Path) -> None:
     (tmp_path / "harness-vm-notatag").mkdir()
     (tmp_path / "unrelated").mkdir()
     assert find_scratch_dirs(tmp_path) == [made]
+
+
+def test_trial_dirs_are_found_in_both_roots_and_nothing_else(tmp_path: Path) -> None:
+    trials, temp = tmp_path / "trials", tmp_path / "tmp"
+    made = [
+        trials / "harness-vm-0badc0de-Ab_12cd3",
+        trials / "data-0badc0de",
+        temp / "harness-trial-0badc0de-ab12cd34",
+    ]
+    for path in made:
+        path.mkdir(parents=True)
+    for other in ("data-NOTHEX00", "harness-trial-0badc0de", "unrelated"):
+        (trials / other).mkdir()
+        (temp / other).mkdir(exist_ok=True)
+    (temp / "harness-trial-feedf00d-ab12cd34").write_text("a file, not a directory")
+    assert find_trial_dirs(trials, temp) == sorted(made)
+
+
+def test_only_qemu_programs_when_asked(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    for pid, argv in (
+        (10, [b"/usr/bin/qemu-system-x86_64", b"-name", b"guest=harness-vm-0badc0de"]),
+        (11, [b"sh", b"-c", b"echo harness-vm-0badc0de"]),
+    ):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
+    assert [p.pid for p in find_processes(proc)] == [10, 11]
+    assert find_processes(proc, qemu_only=True) == [LeftoverProcess(10, "0badc0de")]
