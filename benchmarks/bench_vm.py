@@ -1,12 +1,14 @@
 """VM start to first SSH command, side by side with a bare boot of the same kernel.
 
-Run: .venv/bin/python -m benchmarks.bench_vm [--repeat 5] [--tb-size 64]
+Run: .venv/bin/python -m benchmarks.bench_vm [--repeat 5] [--tb-size 64] [--backends qemu,libvirt]
 
 The floor is QEMU booting the same vmlinux + initramfs with no disk, no network and
 no keys, until the initramfs prints its first userspace line. The measured path is
 the qemu backend's whole start: scratch dir, keys, overlay, QEMU in a cgroup, guest
-init, sshd, banner wait, pinned-key login and a first `true`. Also: teardown time
-(QMP quit to every resource confirmed released) and QEMU's peak RSS (VmHWM). Medians
+init, sshd, banner wait, pinned-key login and a first `true`; with `libvirt` in
+`--backends`, the same through the libvirt backend (transient domain, paused memory
+limit, resume), side by side. Also: teardown time (QMP quit or libvirt destroy to
+every resource confirmed released) and QEMU's peak RSS (VmHWM). Medians
 of `--repeat` runs, one VM at a time; ratios, not absolute goals (machines and their
 load differ: this host is shared by other work, so re-run before quoting).
 """
@@ -25,9 +27,9 @@ from pathlib import Path
 from host.cgroups import Cgroup, detect
 from host.image import GuestImage, ensure_image
 from host.image.contract import CONSOLE_FIRST_LINE
-from host.vm import QemuBackend, VmSpec
+from host.vm import QemuBackend, VmBackend, VmSpec
 from host.vm.cmdline import QemuConfig, qemu_argv
-from host.vm.process import spawn_qemu, wait_exit
+from host.vm.process import peak_rss_bytes, spawn_qemu, wait_exit
 from host.vm.scratch import create_scratch
 
 
@@ -62,11 +64,19 @@ async def bare_boot_s(image: GuestImage, cgroup: Cgroup, root: Path, tb_size: in
         shutil.rmtree(scratch)
 
 
+def make_backend(name: str) -> VmBackend:
+    if name == "libvirt":
+        from host.vm.libvirt_backend import LibvirtBackend
+
+        return LibvirtBackend()
+    return QemuBackend()
+
+
 async def full_start(
-    image: GuestImage, cgroup: Cgroup, root: Path, tb_size: int
+    backend: str, image: GuestImage, cgroup: Cgroup, root: Path, tb_size: int
 ) -> tuple[float, float, int]:
     """(start → first SSH command s, teardown s, peak RSS bytes) of one VM."""
-    vm = QemuBackend().create(
+    vm = make_backend(backend).create(
         VmSpec(
             tag=uuid.uuid4().hex[:16],
             image=image,
@@ -82,17 +92,18 @@ async def full_start(
         await vm.start()
         await vm.wait_ready(180)
         ready = time.monotonic() - started
-        rss = vm.peak_rss_bytes() or 0
+        pid = vm.qemu_pid()
+        rss = (peak_rss_bytes(pid) if pid is not None else None) or 0
     finally:
         torn = time.monotonic()
         results = await vm.cleanup()
         teardown = time.monotonic() - torn
-    if not all(r.confirmed for r in results):
+    if not all(r.confirmed for r in results) or rss == 0:
         raise RuntimeError("teardown not confirmed")
     return ready, teardown, rss
 
 
-async def run(repeat: int, tb_size: int) -> None:
+async def run(repeat: int, tb_size: int, backends: list[str]) -> None:
     image = ensure_image()
     hierarchy = detect()
     cgroup = hierarchy.create(f"hbench-{uuid.uuid4().hex[:8]}")
@@ -100,36 +111,44 @@ async def run(repeat: int, tb_size: int) -> None:
     try:
         cgroup.set_memory_limit(3 << 30)
         floors = [await bare_boot_s(image, cgroup, root, tb_size) for _ in range(repeat)]
-        fulls = [await full_start(image, cgroup, root, tb_size) for _ in range(repeat)]
+        runs = {
+            name: [await full_start(name, image, cgroup, root, tb_size) for _ in range(repeat)]
+            for name in backends
+        }
     finally:
         cgroup.kill_members()
         cgroup.remove()
         shutil.rmtree(root, ignore_errors=True)
     floor = statistics.median(floors)
-    ready = statistics.median(f[0] for f in fulls)
-    teardown = statistics.median(f[1] for f in fulls)
-    rss = statistics.median(f[2] for f in fulls)
     print(
         f"image {image.key[:12]} ({image.provenance}), TCG, tb-size={tb_size} MiB, "
         f"1 GiB guest, 2 vCPUs, median of {repeat}"
     )
-    print(f"{'measure':44} {'median':>10} {'min':>9} {'max':>9}  ratio")
+    print(f"{'measure':52} {'median':>10} {'min':>9} {'max':>9}  ratio")
     print(
-        f"{'bare boot to first userspace line (floor)':44} {floor:9.2f}s "
+        f"{'bare boot to first userspace line (floor)':52} {floor:9.2f}s "
         f"{min(floors):8.2f}s {max(floors):8.2f}s  1.00x"
     )
+    for name, fulls in runs.items():
+        _report(name, fulls, floor)
+
+
+def _report(name: str, fulls: list[tuple[float, float, int]], floor: float) -> None:
+    ready = statistics.median(f[0] for f in fulls)
+    teardown = statistics.median(f[1] for f in fulls)
+    rss = statistics.median(f[2] for f in fulls)
     print(
-        f"{'QEMU start to first SSH command':44} {ready:9.2f}s "
+        f"{name + ': start to first SSH command':52} {ready:9.2f}s "
         f"{min(f[0] for f in fulls):8.2f}s {max(f[0] for f in fulls):8.2f}s  "
         f"{ready / floor:.2f}x floor"
     )
     print(
-        f"{'teardown (QMP quit to all confirmed)':44} {teardown:9.2f}s "
+        f"{name + ': teardown (to all confirmed)':52} {teardown:9.2f}s "
         f"{min(f[1] for f in fulls):8.2f}s {max(f[1] for f in fulls):8.2f}s  "
         f"{teardown / ready:.2f}x start"
     )
     print(
-        f"{'peak QEMU RSS (VmHWM)':44} {rss / 2**20:8.0f}MiB "
+        f"{name + ': peak QEMU RSS (VmHWM)':52} {rss / 2**20:8.0f}MiB "
         f"{min(f[2] for f in fulls) / 2**20:7.0f}MiB {max(f[2] for f in fulls) / 2**20:7.0f}MiB"
         f"  {rss / 2**30:.2f}x guest RAM"
     )
@@ -139,8 +158,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--tb-size", type=int, default=64)
+    parser.add_argument("--backends", default="qemu,libvirt", help="comma-separated")
     args = parser.parse_args()
-    asyncio.run(run(args.repeat, args.tb_size))
+    backends = args.backends.split(",")
+    if not set(backends) <= {"qemu", "libvirt"}:
+        parser.error("--backends: qemu and/or libvirt")
+    asyncio.run(run(args.repeat, args.tb_size, backends))
 
 
 if __name__ == "__main__":

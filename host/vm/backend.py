@@ -1,4 +1,4 @@
-"""The VM backend protocol every implementation (qemu, later libvirt) satisfies.
+"""The VM backend protocol every implementation (qemu, libvirt) satisfies.
 
 Why a protocol: the trial pipeline starts a VM, waits until it answers over SSH,
 runs commands, moves small files and tears it down, and must not care which backend
@@ -122,6 +122,14 @@ class Vm(Protocol):
         ...
 
     def facts(self) -> VmFacts: ...
+
+    def qemu_pid(self) -> int | None:
+        """The guest's QEMU process (ours for qemu, libvirtd's child for libvirt)."""
+        ...
+
+    def alive(self) -> bool:
+        """Whether that QEMU still runs."""
+        ...
 
 
 class VmBackend(Protocol):

@@ -62,3 +62,41 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
             if leftover.exists():
                 leftover.kill_members()
                 leftover.remove()
+
+
+def test_gc_destroys_a_leftover_libvirt_domain(tmp_path: Path) -> None:
+    # A domain that outlived its owner (e.g. created before a libvirtd restart, which
+    # forgets AUTODESTROY): created here without it, paused, with the trial's name.
+    from host.vm.virtconn import domain_state, open_connection
+
+    tag = "0123abcd4567ef8a"
+    name = f"harness-vm-{tag}"
+    xml = (
+        f"<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</memory>"
+        "<os><type arch='x86_64' machine='q35'>hvm</type></os>"
+        "<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>"
+        "<controller type='usb' model='none'/><memballoon model='none'/></devices></domain>"
+    )
+    conn = open_connection()
+    bystander = None
+    try:
+        import libvirt
+
+        conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED)
+        bystander = conn.createXML(
+            xml.replace(name, "not-harness-gc-test"), libvirt.VIR_DOMAIN_START_PAUSED
+        )
+        found = find_leftovers(tmp_path, tmp_path)
+        assert ("libvirt_domain", name) in {(item.kind, item.name) for item in found}
+        results = [(item, r) for item, r in collect(tmp_path, tmp_path) if item.name == name]
+        assert [(r.resource, r.status, r.evidence) for _item, r in results] == [
+            ("libvirt_domain", "confirmed", "domain_absent")
+        ]
+        assert domain_state(conn, name) == "absent"
+        assert domain_state(conn, "not-harness-gc-test") == "present"
+    finally:
+        if domain_state(conn, name) == "present":
+            conn.lookupByName(name).destroy()
+        if bystander is not None:
+            bystander.destroy()
+        conn.close()
