@@ -5,12 +5,14 @@ tag). This module only releases, each release with the reading that proves it:
 a libvirt domain destroyed and then absent from libvirt, a QEMU process killed and no
 longer running, a cgroup emptied and removed, a directory removed and absent.
 
-gc cannot tell a running trial's resources from a dead one's (both carry the same
-names): run it when no trial is running on this host, as after a crash.
+A running trial's resources carry the same names as a dead one's; the finder skips
+every tag whose lease (host/vm/lease.py) a live orchestrator holds. VMs started
+outside a trial (tests, benchmarks) hold no lease: gc treats them as leftovers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -86,6 +88,16 @@ def _remove_dir(path: Path) -> CleanupResult:
     return CleanupResult("scratch_dir", "confirmed", "directory_absent", watch.ms())
 
 
+def _remove_file(path: Path) -> CleanupResult:
+    """A stale lease file: the trial's last name on disk (reported with its scratch)."""
+    watch = Stopwatch()
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    if path.exists() or path.is_symlink():
+        return CleanupResult("scratch_dir", "failed", "still_present", watch.ms())
+    return CleanupResult("scratch_dir", "confirmed", "file_absent", watch.ms())
+
+
 def release(item: Leftover) -> CleanupResult:
     if item.kind == "libvirt_domain":
         return _destroy_domain(item.name)
@@ -93,6 +105,8 @@ def release(item: Leftover) -> CleanupResult:
         return _kill(int(item.name))
     if item.kind == "cgroup":
         return _release_cgroup(item.name)
+    if item.kind == "lease_file":
+        return _remove_file(Path(item.name))
     return _remove_dir(Path(item.name))
 
 

@@ -4,10 +4,12 @@ Names are the contract (tags.py): every QEMU this package starts has
 `harness-vm-<tag>` in its command line; a libvirt guest is the domain of that name;
 the VM's scratch directory is `harness-vm-<tag>-XXXXXXXX` and the trial's data disk
 directory `data-<tag>`, both under the trials root; the trial's own scratch is
-`harness-trial-<tag>-*` in the system temporary directory; its cgroup is
+`harness-trial-<tag>-*` under the trials root (in the system temporary directory
+before that moved); its lease file is `lease-<tag>` there too; its cgroup is
 `trial-<tag>` under the harness parent. Nothing without those names is ever found.
-This module only finds; releasing is the caller's decision, with its own cleanup
-receipts (`released_by="gc"`).
+A tag whose lease a live orchestrator holds (lease.py) is not a leftover: none of
+its resources is returned. This module only finds; releasing is the caller's
+decision, with its own cleanup receipts (`released_by="gc"`).
 """
 
 from __future__ import annotations
@@ -21,16 +23,19 @@ from typing import Literal
 
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
+from host.vm.lease import LEASE_PREFIX, is_live
 from host.vm.tags import NAME_PREFIX
 
 _NAME = re.compile(re.escape(NAME_PREFIX).encode() + rb"([0-9a-f]{8,32})")
-_TAG = r"[0-9a-f]{8,32}"
+_TAG = r"([0-9a-f]{8,32})"
 VM_SCRATCH = re.compile(re.escape(NAME_PREFIX) + _TAG + r"-[A-Za-z0-9_]{8}")
 DATA_DIR = re.compile(r"data-" + _TAG)
 TRIAL_SCRATCH = re.compile(r"harness-trial-" + _TAG + r"-[A-Za-z0-9_]{8}")
 CGROUP = re.compile(r"trial-" + _TAG)
+DOMAIN = re.compile(re.escape(NAME_PREFIX) + _TAG)
 
-LeftoverKind = Literal["qemu_process", "libvirt_domain", "cgroup", "scratch_dir"]
+LEASE = re.compile(re.escape(LEASE_PREFIX) + _TAG)
+LeftoverKind = Literal["qemu_process", "libvirt_domain", "cgroup", "scratch_dir", "lease_file"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Leftover:
     kind: LeftoverKind
     name: str
     """pid, domain name, cgroup name, or directory path."""
+    tag: str
 
 
 def find_processes(proc: Path = Path("/proc"), *, qemu_only: bool = False) -> list[LeftoverProcess]:
@@ -78,11 +84,23 @@ def find_scratch_dirs(root: Path) -> list[Path]:
 
 
 def find_trial_dirs(trials_root: Path, temp_root: Path | None = None) -> list[Path]:
-    """Every directory a trial names after its tag: VM scratch and data disk directories
-    under the trials root, the trial's scratch in the temporary directory."""
+    """Every directory a trial names after its tag: VM scratch, data disk and trial
+    scratch directories under the trials root, and trial scratch directories in the
+    temporary directory (where trials kept it before)."""
     temp = Path(tempfile.gettempdir()) if temp_root is None else temp_root
     found = _dirs(trials_root, VM_SCRATCH) + _dirs(trials_root, DATA_DIR)
-    return sorted(found + _dirs(temp, TRIAL_SCRATCH))
+    return sorted(found + _dirs(trials_root, TRIAL_SCRATCH) + _dirs(temp, TRIAL_SCRATCH))
+
+
+def find_lease_files(trials_root: Path) -> list[Path]:
+    """`lease-<tag>` files a killed orchestrator could not unlink."""
+    if not trials_root.is_dir():
+        return []
+    return sorted(
+        p
+        for p in trials_root.iterdir()
+        if LEASE.fullmatch(p.name) and p.is_file() and not p.is_symlink()
+    )
 
 
 def find_cgroups() -> list[str]:
@@ -110,17 +128,41 @@ def find_domains() -> list[str]:
         names = []
     finally:
         conn.close()
-    pattern = re.compile(re.escape(NAME_PREFIX) + _TAG)
-    return [name for name in names if pattern.fullmatch(name)]
+    return [name for name in names if DOMAIN.fullmatch(name)]
+
+
+def _tag(pattern: re.Pattern[str], name: str) -> str:
+    match = pattern.fullmatch(name)
+    if match is None:
+        raise ValueError("not a trial name")
+    return match.group(1)
+
+
+def _dir_tag(path: Path) -> str:
+    for pattern in (VM_SCRATCH, DATA_DIR, TRIAL_SCRATCH):
+        if pattern.fullmatch(path.name):
+            return _tag(pattern, path.name)
+    raise ValueError("not a trial directory")
+
+
+def _live(trials_root: Path, tag: str) -> bool:
+    """A held lease, or one that could not be tested (never release on a guess)."""
+    try:
+        return is_live(trials_root, tag)
+    except OSError:
+        return True
 
 
 def find_leftovers(trials_root: Path, temp_root: Path | None = None) -> list[Leftover]:
-    """Everything a trial could have left, in release order: domains and processes
-    first (they hold the cgroup and the files), then cgroups, then directories."""
-    found: list[Leftover] = [Leftover("libvirt_domain", name) for name in find_domains()]
-    found += [Leftover("qemu_process", str(p.pid)) for p in find_processes(qemu_only=True)]
-    found += [Leftover("cgroup", name) for name in find_cgroups()]
-    found += [
-        Leftover("scratch_dir", str(path)) for path in find_trial_dirs(trials_root, temp_root)
-    ]
-    return found
+    """Everything a dead trial left, in release order: domains and processes first
+    (they hold the cgroup and the files), then cgroups, directories, lease files.
+    Resources of a tag whose lease a live orchestrator holds are never included."""
+    found = [Leftover("libvirt_domain", n, _tag(DOMAIN, n)) for n in find_domains()]
+    found += [Leftover("qemu_process", str(p.pid), p.tag) for p in find_processes(qemu_only=True)]
+    found += [Leftover("cgroup", name, _tag(CGROUP, name)) for name in find_cgroups()]
+    dirs = find_trial_dirs(trials_root, temp_root)
+    found += [Leftover("scratch_dir", str(path), _dir_tag(path)) for path in dirs]
+    leases = find_lease_files(trials_root)
+    found += [Leftover("lease_file", str(p), _tag(LEASE, p.name)) for p in leases]
+    live = {tag for tag in {item.tag for item in found} if _live(trials_root, tag)}
+    return [item for item in found if item.tag not in live]

@@ -6,6 +6,8 @@ subprocess; once its guest runs, the orchestrator gets SIGKILL, so its teardown 
 runs. Before gc, the trial's cgroup and directories must still be there (so the test
 can see gc do its job); after `harness gc`, every receipt it prints is `confirmed` and
 no process, cgroup, directory, libvirt domain or open port of that trial remains.
+While the orchestrator still lives, `gc --dry-run` must not list its trial at all
+(its lease, host/vm/lease.py).
 """
 
 from __future__ import annotations
@@ -105,6 +107,13 @@ def test_gc_releases_everything_a_killed_orchestrator_left(backend: str, tmp_pat
     assert port_match is not None
     port = int(port_match.group(1))
 
+    gc_argv = [sys.executable, "-m", "harness.cli", "gc", "--trials-root", str(trials_root)]
+    # While the orchestrator lives, its lease keeps gc's hands off this trial.
+    dry = subprocess.run(
+        [*gc_argv, "--dry-run"], cwd=REPO, capture_output=True, check=False, timeout=120
+    )
+    assert dry.returncode == 0 and tag.encode() not in dry.stdout
+
     os.kill(child.pid, signal.SIGKILL)
     assert child.wait(timeout=30) == -signal.SIGKILL
     time.sleep(1.0)  # the kernel's PDEATHSIG / libvirt's AUTODESTROY act on their own
@@ -113,8 +122,10 @@ def test_gc_releases_everything_a_killed_orchestrator_left(backend: str, tmp_pat
     assert _cgroups(tag) == [f"trial-{tag}"]
     left = {p.name.split("-")[0] for p in _trial_dirs(tag, trials_root)}
     assert {"harness", "data"} <= left, left
-
-    gc_argv = [sys.executable, "-m", "harness.cli", "gc", "--trials-root", str(trials_root)]
+    dry = subprocess.run(
+        [*gc_argv, "--dry-run"], cwd=REPO, capture_output=True, check=False, timeout=120
+    )
+    assert tag.encode() in dry.stdout
     done = subprocess.run(gc_argv, cwd=REPO, capture_output=True, check=False, timeout=120)
     receipts = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0, receipts
@@ -124,6 +135,7 @@ def test_gc_releases_everything_a_killed_orchestrator_left(backend: str, tmp_pat
     assert [p for p in find_processes() if p.tag == tag] == []
     assert _cgroups(tag) == []
     assert _trial_dirs(tag, trials_root) == []
+    assert not (trials_root / f"lease-{tag}").exists()
     assert [p for p in Path(tempfile.gettempdir()).iterdir() if tag in p.name] == []
     assert probe_port(port) == "refusing"
     if backend == "libvirt":

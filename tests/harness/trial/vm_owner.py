@@ -17,20 +17,26 @@ from pathlib import Path
 
 from harness.profiles import load_profile
 from harness.trial.owned import OwnedResources
-from harness.trial.vmstage import start_vm
-from host.vm import QemuBackend, VmBackend
+from harness.trial.vmstage import DiskPlan, start_vm
+from host.vm import Accelerator, QemuBackend, VmBackend
+from host.vm.lease import TrialLease
 from tests.host.image.support import session_image
 
 
 async def own(backend: VmBackend, trials_root: Path) -> None:
     tag = secrets.token_hex(8)
-    scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{tag}-"))  # as the pipeline names it
+    TrialLease(trials_root, tag).acquire()  # held until this process dies, as a trial's
+    scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{tag}-", dir=trials_root))
     (scratch / "data").mkdir()
     (scratch / "data" / "hello.txt").write_text("hello\n")
+
+    async def plan(_accelerator: Accelerator) -> DiskPlan:
+        return DiskPlan(scratch / "data", None)  # a scripted trial's plan: no worker channel
+
     await start_vm(
         profile=load_profile("tiny"),
         image=session_image(),
-        data_source=scratch / "data",
+        plan=plan,
         tag=tag,
         trial_root=trials_root,
         backend=backend,

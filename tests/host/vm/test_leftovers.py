@@ -8,7 +8,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from host.vm.leftovers import LeftoverProcess, find_processes, find_scratch_dirs, find_trial_dirs
+from host.vm.lease import TrialLease
+from host.vm.leftovers import (
+    LeftoverProcess,
+    find_leftovers,
+    find_processes,
+    find_scratch_dirs,
+    find_trial_dirs,
+)
 from host.vm.scratch import create_scratch
 
 
@@ -65,3 +72,25 @@ def test_only_qemu_programs_when_asked(tmp_path: Path) -> None:
         (proc / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
     assert [p.pid for p in find_processes(proc)] == [10, 11]
     assert find_processes(proc, qemu_only=True) == [LeftoverProcess(10, "0badc0de")]
+
+
+def test_a_live_trials_resources_are_not_leftovers(tmp_path: Path) -> None:
+    trials, temp = tmp_path / "trials", tmp_path / "tmp"
+    scratch = trials / "harness-trial-0badc0de-ab12cd34"
+    data = trials / "data-0badc0de"
+    for path in (scratch, data, temp):
+        path.mkdir(parents=True)
+    with TrialLease(trials, "0badc0de"):
+        assert [i for i in find_leftovers(trials, temp) if i.tag == "0badc0de"] == []
+    mine = {(i.kind, i.name) for i in find_leftovers(trials, temp) if i.tag == "0badc0de"}
+    assert mine == {("scratch_dir", str(scratch)), ("scratch_dir", str(data))}
+
+
+def test_a_stale_lease_file_is_a_leftover(tmp_path: Path) -> None:
+    trials = tmp_path / "trials"
+    trials.mkdir()
+    (trials / "lease-0badc0de").write_bytes(b"")  # what a killed orchestrator leaves
+    (trials / "lease-nothex").write_bytes(b"")
+    found = [(i.kind, i.name, i.tag) for i in find_leftovers(trials, tmp_path)]
+    assert ("lease_file", str(trials / "lease-0badc0de"), "0badc0de") in found
+    assert all("nothex" not in name for _kind, name, _tag in found)
