@@ -169,11 +169,10 @@ class LibvirtVm(GuestVm):
     def _destroy_domain(self) -> CleanupResult:
         watch = Stopwatch()
         if self.domain is not None:
-            try:
-                active = self.domain.isActive()
-            except libvirt.libvirtError:
-                active = False  # a transient domain that ended is gone: read below
-            self.stop_method = "libvirt_destroy" if active else "already_exited"
+            # Our own reading of QEMU, not libvirt's: libvirt learns of a QEMU that died
+            # or powered off a moment later (measured: isActive() still true).
+            running = self.pid is not None and process_running(self.pid)
+            self.stop_method = "libvirt_destroy" if running else "already_exited"
             with contextlib.suppress(libvirt.libvirtError):  # the read below is the proof
                 self.domain.destroy()
         state = domain_state(self.conn, self.name) if self.conn is not None else "unread"
