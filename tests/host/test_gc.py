@@ -39,7 +39,7 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
     try:
         group.add_process(qemu.pid)
         (tmp_path / f"data-{TAG}").mkdir()
-        (tmp_path / f"harness-vm-{TAG}-x1y2z3").mkdir()
+        (tmp_path / f"harness-vm-{TAG}-x1y2z3w4").mkdir()
         (tmp_path / "keep-me").mkdir()
         (temp_root / f"harness-trial-{TAG}-a1b2c3d4").mkdir()
         (temp_root / "harness-trial-notatag").mkdir()

@@ -99,7 +99,8 @@ def _cgroups(tag: str) -> list[str]:
 
 @pytest.mark.parametrize("backend", ["qemu", "libvirt"])
 def test_gc_releases_everything_a_killed_orchestrator_left(backend: str, tmp_path: Path) -> None:
-    trials_root = TRIALS if backend == "qemu" else tmp_path / "trials"
+    # A short root for the owner: the QMP socket path inside must stay under 100 bytes.
+    trials_root = TRIALS if backend == "qemu" else Path(tempfile.mkdtemp(prefix="hko-"))
     child, tag = _start(backend, trials_root, tmp_path / "out")
     cmdline = _qemu_cmdline(tag)
     assert cmdline is not None, "the VM runs when the orchestrator is killed"
@@ -116,7 +117,12 @@ def test_gc_releases_everything_a_killed_orchestrator_left(backend: str, tmp_pat
 
     os.kill(child.pid, signal.SIGKILL)
     assert child.wait(timeout=30) == -signal.SIGKILL
-    time.sleep(1.0)  # the kernel's PDEATHSIG / libvirt's AUTODESTROY act on their own
+    # The guest does not outlive its orchestrator even before gc: the kernel's PDEATHSIG
+    # (qemu) or libvirt's AUTODESTROY (libvirt) ends QEMU on its own.
+    deadline = time.monotonic() + 30
+    while _qemu_cmdline(tag) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _qemu_cmdline(tag) is None, "QEMU outlived its killed orchestrator"
 
     # What the dead orchestrator could not release: gc has work to do.
     assert _cgroups(tag) == [f"trial-{tag}"]
@@ -146,3 +152,5 @@ def test_gc_releases_everything_a_killed_orchestrator_left(backend: str, tmp_pat
             assert domain_state(conn, f"harness-vm-{tag}") == "absent"
         finally:
             conn.close()
+        assert list(trials_root.iterdir()) == []  # gc left nothing of the trial behind
+        trials_root.rmdir()
