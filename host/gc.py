@@ -23,7 +23,7 @@ from typing import Literal
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.vm.cleanup import CleanupResult, Stopwatch
-from host.vm.leftovers import Leftover, find_leftovers
+from host.vm.leftovers import LIBVIRT_LOG_DIR, Leftover, find_leftovers
 from host.vm.process import process_running
 
 KILL_DEADLINE_S = 10.0
@@ -89,7 +89,8 @@ def _remove_dir(path: Path) -> CleanupResult:
 
 
 def _remove_file(path: Path) -> CleanupResult:
-    """A stale lease file: the trial's last name on disk (reported with its scratch)."""
+    """A stale lease file or libvirt domain log: the trial's last names on disk
+    (reported as part of its scratch: the record has no resource of their own)."""
     watch = Stopwatch()
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
@@ -105,14 +106,15 @@ def release(item: Leftover) -> CleanupResult:
         return _kill(int(item.name))
     if item.kind == "cgroup":
         return _release_cgroup(item.name)
-    if item.kind == "lease_file":
+    if item.kind == "trial_file":
         return _remove_file(Path(item.name))
     return _remove_dir(Path(item.name))
 
 
 def collect(
-    trials_root: Path, temp_root: Path | None = None
+    trials_root: Path, temp_root: Path | None = None, log_dir: Path = LIBVIRT_LOG_DIR
 ) -> list[tuple[Leftover, CleanupResult]]:
     """Release every leftover, in the finder's order (domains and processes hold the
     cgroup and the files, so they go first)."""
-    return [(item, release(item)) for item in find_leftovers(trials_root, temp_root)]
+    found = find_leftovers(trials_root, temp_root, log_dir)
+    return [(item, release(item)) for item in found]

@@ -35,7 +35,10 @@ CGROUP = re.compile(r"trial-" + _TAG)
 DOMAIN = re.compile(re.escape(NAME_PREFIX) + _TAG)
 
 LEASE = re.compile(re.escape(LEASE_PREFIX) + _TAG)
-LeftoverKind = Literal["qemu_process", "libvirt_domain", "cgroup", "scratch_dir", "lease_file"]
+LIBVIRT_LOG = re.compile(re.escape(NAME_PREFIX) + _TAG + r"\.log")
+LIBVIRT_LOG_DIR = Path("/var/log/libvirt/qemu")
+"""libvirt writes one log per domain here and keeps it after the domain ends."""
+LeftoverKind = Literal["qemu_process", "libvirt_domain", "cgroup", "scratch_dir", "trial_file"]
 
 
 @dataclass(frozen=True)
@@ -92,15 +95,20 @@ def find_trial_dirs(trials_root: Path, temp_root: Path | None = None) -> list[Pa
     return sorted(found + _dirs(trials_root, TRIAL_SCRATCH) + _dirs(temp, TRIAL_SCRATCH))
 
 
-def find_lease_files(trials_root: Path) -> list[Path]:
-    """`lease-<tag>` files a killed orchestrator could not unlink."""
-    if not trials_root.is_dir():
+def _files(root: Path, pattern: re.Pattern[str]) -> list[Path]:
+    if not root.is_dir():
         return []
     return sorted(
         p
-        for p in trials_root.iterdir()
-        if LEASE.fullmatch(p.name) and p.is_file() and not p.is_symlink()
+        for p in root.iterdir()
+        if pattern.fullmatch(p.name) and p.is_file() and not p.is_symlink()
     )
+
+
+def find_trial_files(trials_root: Path, log_dir: Path = LIBVIRT_LOG_DIR) -> list[Path]:
+    """`lease-<tag>` files a killed orchestrator could not unlink, and libvirt's
+    `harness-vm-<tag>.log` of a domain that ended without our teardown."""
+    return _files(trials_root, LEASE) + _files(log_dir, LIBVIRT_LOG)
 
 
 def find_cgroups() -> list[str]:
@@ -138,8 +146,8 @@ def _tag(pattern: re.Pattern[str], name: str) -> str:
     return match.group(1)
 
 
-def _dir_tag(path: Path) -> str:
-    for pattern in (VM_SCRATCH, DATA_DIR, TRIAL_SCRATCH):
+def _path_tag(path: Path) -> str:
+    for pattern in (VM_SCRATCH, DATA_DIR, TRIAL_SCRATCH, LEASE, LIBVIRT_LOG):
         if pattern.fullmatch(path.name):
             return _tag(pattern, path.name)
     raise ValueError("not a trial directory")
@@ -153,16 +161,19 @@ def _live(trials_root: Path, tag: str) -> bool:
         return True
 
 
-def find_leftovers(trials_root: Path, temp_root: Path | None = None) -> list[Leftover]:
+def find_leftovers(
+    trials_root: Path, temp_root: Path | None = None, log_dir: Path = LIBVIRT_LOG_DIR
+) -> list[Leftover]:
     """Everything a dead trial left, in release order: domains and processes first
-    (they hold the cgroup and the files), then cgroups, directories, lease files.
+    (they hold the cgroup and the files), then cgroups, directories, files (lease,
+    libvirt log).
     Resources of a tag whose lease a live orchestrator holds are never included."""
     found = [Leftover("libvirt_domain", n, _tag(DOMAIN, n)) for n in find_domains()]
     found += [Leftover("qemu_process", str(p.pid), p.tag) for p in find_processes(qemu_only=True)]
     found += [Leftover("cgroup", name, _tag(CGROUP, name)) for name in find_cgroups()]
     dirs = find_trial_dirs(trials_root, temp_root)
-    found += [Leftover("scratch_dir", str(path), _dir_tag(path)) for path in dirs]
-    leases = find_lease_files(trials_root)
-    found += [Leftover("lease_file", str(p), _tag(LEASE, p.name)) for p in leases]
+    found += [Leftover("scratch_dir", str(path), _path_tag(path)) for path in dirs]
+    files = find_trial_files(trials_root, log_dir)
+    found += [Leftover("trial_file", str(path), _path_tag(path)) for path in files]
     live = {tag for tag in {item.tag for item in found} if _live(trials_root, tag)}
     return [item for item in found if item.tag not in live]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from pathlib import Path
 from typing import Any, Literal
 
 import libvirt
@@ -36,14 +35,13 @@ from host.vm.cmdline import QemuConfig
 from host.vm.domain import domain_xml
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm
-from host.vm.leftovers import find_processes
+from host.vm.leftovers import LIBVIRT_LOG_DIR, find_processes
 from host.vm.memlimit import MemLimitUnread, memory_limit_of
 from host.vm.process import process_running
 from host.vm.tags import resource_name
 from host.vm.virtconn import VirtError, domain_state, open_connection
 
 GONE_DEADLINE_S = 15.0
-LIBVIRT_LOG_DIR = Path("/var/log/libvirt/qemu")
 KIB = 1024
 
 

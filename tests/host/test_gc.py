@@ -10,6 +10,7 @@ import pytest
 
 from host.cgroups.detect import detect
 from host.gc import collect, find_leftovers
+from host.vm.leftovers import LIBVIRT_LOG_DIR
 
 pytestmark = pytest.mark.integration
 TAG = "0123abcd4567ef89"
@@ -44,16 +45,16 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
         (temp_root / f"harness-trial-{TAG}-a1b2c3d4").mkdir()
         (temp_root / "harness-trial-notatag").mkdir()
         time.sleep(0.3)
-        kinds = {item.kind for item in find_leftovers(tmp_path, temp_root)}
+        kinds = {item.kind for item in find_leftovers(tmp_path, temp_root, temp_root)}
         assert kinds == {"qemu_process", "cgroup", "scratch_dir"}
-        results = collect(tmp_path, temp_root)
+        results = collect(tmp_path, temp_root, temp_root)
         assert {r.status for _item, r in results} == {"confirmed"}
         assert qemu.wait(timeout=10) is not None
         assert not group.exists()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["keep-me", "tmp"]
         assert sorted(p.name for p in temp_root.iterdir()) == ["harness-trial-notatag"]
         assert bystander.exists()
-        assert find_leftovers(tmp_path, temp_root) == []
+        assert find_leftovers(tmp_path, temp_root, temp_root) == []
     finally:
         if qemu.poll() is None:
             qemu.kill()
@@ -88,10 +89,10 @@ def test_gc_destroys_a_leftover_libvirt_domain(tmp_path: Path) -> None:
         )
         found = find_leftovers(tmp_path, tmp_path)
         assert ("libvirt_domain", name) in {(item.kind, item.name) for item in found}
-        results = [(item, r) for item, r in collect(tmp_path, tmp_path) if item.name == name]
-        assert [(r.resource, r.status, r.evidence) for _item, r in results] == [
-            ("libvirt_domain", "confirmed", "domain_absent")
-        ]
+        results = [(item, r) for item, r in collect(tmp_path, tmp_path) if item.tag == tag]
+        released = [(r.resource, r.status, r.evidence) for _item, r in results]
+        assert released[:1] == [("libvirt_domain", "confirmed", "domain_absent")]
+        assert {r.status for _item, r in results} == {"confirmed"}
         assert domain_state(conn, name) == "absent"
         assert domain_state(conn, "not-harness-gc-test") == "present"
     finally:
@@ -100,3 +101,5 @@ def test_gc_destroys_a_leftover_libvirt_domain(tmp_path: Path) -> None:
         if bystander is not None:
             bystander.destroy()
         conn.close()
+        (LIBVIRT_LOG_DIR / "not-harness-gc-test.log").unlink(missing_ok=True)  # our bystander's
+    assert not (LIBVIRT_LOG_DIR / f"{name}.log").exists()  # gc released libvirt's log too

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from host.cgroups import detect
-from host.vm.leftovers import find_processes, find_trial_dirs
+from host.vm.leftovers import LIBVIRT_LOG_DIR, find_processes, find_trial_dirs
 from host.vm.ports import probe_port
 
 pytestmark = pytest.mark.integration
@@ -142,6 +142,7 @@ def test_gc_releases_everything_a_killed_orchestrator_left(backend: str, tmp_pat
     assert _cgroups(tag) == []
     assert _trial_dirs(tag, trials_root) == []
     assert not (trials_root / f"lease-{tag}").exists()
+    assert not (LIBVIRT_LOG_DIR / f"harness-vm-{tag}.log").exists()
     assert [p for p in Path(tempfile.gettempdir()).iterdir() if tag in p.name] == []
     assert probe_port(port) == "refusing"
     if backend == "libvirt":

@@ -86,11 +86,17 @@ def test_a_live_trials_resources_are_not_leftovers(tmp_path: Path) -> None:
     assert mine == {("scratch_dir", str(scratch)), ("scratch_dir", str(data))}
 
 
-def test_a_stale_lease_file_is_a_leftover(tmp_path: Path) -> None:
-    trials = tmp_path / "trials"
-    trials.mkdir()
+def test_stale_lease_files_and_libvirt_logs_are_leftovers(tmp_path: Path) -> None:
+    trials, logs = tmp_path / "trials", tmp_path / "logs"
+    for root in (trials, logs):
+        root.mkdir()
     (trials / "lease-0badc0de").write_bytes(b"")  # what a killed orchestrator leaves
     (trials / "lease-nothex").write_bytes(b"")
-    found = [(i.kind, i.name, i.tag) for i in find_leftovers(trials, tmp_path)]
-    assert ("lease_file", str(trials / "lease-0badc0de"), "0badc0de") in found
-    assert all("nothex" not in name for _kind, name, _tag in found)
+    (logs / "harness-vm-0badc0de.log").write_bytes(b"")  # what an autodestroyed domain leaves
+    (logs / "someone-else.log").write_bytes(b"")
+    found = {(i.kind, i.name, i.tag) for i in find_leftovers(trials, tmp_path, logs)}
+    assert {
+        ("trial_file", str(trials / "lease-0badc0de"), "0badc0de"),
+        ("trial_file", str(logs / "harness-vm-0badc0de.log"), "0badc0de"),
+    } <= found
+    assert all("nothex" not in name and "someone" not in name for _k, name, _t in found)
