@@ -6,7 +6,7 @@ the VM's scratch directory is `harness-vm-<tag>-XXXXXXXX` and the trial's data d
 directory `data-<tag>`, both under the trials root; the trial's own scratch is
 `harness-trial-<tag>-*` under the trials root (in the system temporary directory
 before that moved); its lease file is `lease-<tag>` there too; its cgroup is
-`trial-<tag>` under the harness parent. Nothing without those names is ever found.
+`trial-<tag>` under the harness parent, and the host worker's `worker-<tag>`. Nothing without those names is ever found.
 A tag whose lease a live orchestrator holds (lease.py) is not a leftover: none of
 its resources is returned. This module only finds; releasing is the caller's
 decision, with its own cleanup receipts (`released_by="gc"`).
@@ -31,7 +31,8 @@ _TAG = r"([0-9a-f]{8,32})"
 VM_SCRATCH = re.compile(re.escape(NAME_PREFIX) + _TAG + r"-[A-Za-z0-9_]{8}")
 DATA_DIR = re.compile(r"data-" + _TAG)
 TRIAL_SCRATCH = re.compile(r"harness-trial-" + _TAG + r"-[A-Za-z0-9_]{8}")
-CGROUP = re.compile(r"trial-" + _TAG)
+CGROUP = re.compile(r"(?:trial|worker)-" + _TAG)
+"""The trial's cgroup (QEMU) and the host worker's own (placement `host`)."""
 DOMAIN = re.compile(re.escape(NAME_PREFIX) + _TAG)
 
 LEASE = re.compile(re.escape(LEASE_PREFIX) + _TAG)
@@ -112,11 +113,13 @@ def find_trial_files(trials_root: Path, log_dir: Path = LIBVIRT_LOG_DIR) -> list
 
 
 def find_cgroups() -> list[str]:
-    """`trial-<tag>` cgroups under the harness parent (in any hierarchy)."""
+    """`trial-<tag>` and `worker-<tag>` cgroups under the harness parent (any hierarchy)."""
     names: set[str] = set()
     with contextlib.suppress(CgroupError, OSError):  # doctor reports an unusable hierarchy
-        for listing in detect().list_names(prefix="trial-").values():
-            names.update(name for name in listing.names if CGROUP.fullmatch(name))
+        hierarchy = detect()
+        for prefix in ("trial-", "worker-"):
+            for listing in hierarchy.list_names(prefix=prefix).values():
+                names.update(name for name in listing.names if CGROUP.fullmatch(name))
     return sorted(names)
 
 

@@ -21,6 +21,7 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
     temp_root = tmp_path / "tmp"
     temp_root.mkdir()
     group = hierarchy.create(f"trial-{TAG}")
+    worker_group = hierarchy.create(f"worker-{TAG}")
     bystander = hierarchy.create("other-gc-test")
     qemu = subprocess.Popen(
         [
@@ -50,7 +51,7 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
         results = collect(tmp_path, temp_root, temp_root)
         assert {r.status for _item, r in results} == {"confirmed"}
         assert qemu.wait(timeout=10) is not None
-        assert not group.exists()
+        assert not group.exists() and not worker_group.exists()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["keep-me", "tmp"]
         assert sorted(p.name for p in temp_root.iterdir()) == ["harness-trial-notatag"]
         assert bystander.exists()
@@ -59,7 +60,7 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
         if qemu.poll() is None:
             qemu.kill()
             qemu.wait()
-        for leftover in (group, bystander):
+        for leftover in (group, worker_group, bystander):
             if leftover.exists():
                 leftover.kill_members()
                 leftover.remove()
