@@ -6,7 +6,8 @@ the VM's scratch directory is `harness-vm-<tag>-XXXXXXXX` and the trial's data d
 directory `data-<tag>`, both under the trials root; the trial's own scratch is
 `harness-trial-<tag>-*` under the trials root (in the system temporary directory
 before that moved); its lease file is `lease-<tag>` there too; its cgroup is
-`trial-<tag>` under the harness parent, and the host worker's `worker-<tag>`. Nothing without those names is ever found.
+`trial-<tag>` under the harness parent, and the host worker's `worker-<tag>`.
+Nothing without those names is ever found.
 A tag whose lease a live orchestrator holds (lease.py) is not a leftover: none of
 its resources is returned. This module only finds; releasing is the caller's
 decision, with its own cleanup receipts (`released_by="gc"`).
