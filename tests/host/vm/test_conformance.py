@@ -138,6 +138,11 @@ async def test_guest_cannot_reach_the_host_or_anything_else(
 
     listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
+    # The host's loopback is 10.0.2.2 under QEMU's user networking. The guest's own
+    # 127.0.0.1 says nothing about the host, and probing it at the host's ephemeral
+    # port can "connect" by TCP self-connection (source port = destination port): the
+    # likely (unconfirmed) cause of one failure where a target read "connected" while
+    # the host's listener saw nothing. It is not probed; `accepted` proves the host side.
     probe = f"""
 import json, socket, concurrent.futures as cf
 def attempt(target):
@@ -148,7 +153,7 @@ def attempt(target):
         return type(e).__name__
     finally:
         s.close()
-targets = [("10.0.2.2", {port}), ("10.0.2.2", 22), ("127.0.0.1", {port}),
+targets = [("10.0.2.2", {port}), ("10.0.2.2", 22), ("10.0.2.2", 53),
            ("10.0.2.3", 53), ("10.0.2.4", 445), ("1.1.1.1", 80)]
 with cf.ThreadPoolExecutor(len(targets)) as pool:
     print(json.dumps(dict(zip([f"{{h}}:{{p}}" for h, p in targets], pool.map(attempt, targets)))))
