@@ -2,7 +2,9 @@
 
 Everything that is hashed or compared goes through `canonical`. `parse_canonical` is the
 reader's side: it accepts only bytes that `canonical` itself would have produced, so two
-different byte strings can never stand for the same record.
+different byte strings can never stand for the same record. Its strictness (duplicate
+keys, NaN/Infinity, overflowing floats) is `receipts.strictjson`'s, shared with every
+other reader of untrusted JSON; this module adds only the byte-for-byte check.
 """
 
 from __future__ import annotations
@@ -11,8 +13,7 @@ import json
 import math
 from typing import Literal
 
-JsonScalar = str | int | float | bool | None
-JsonValue = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
+from receipts.strictjson import JsonValue, StrictJsonError, StrictJsonKind, loads_strict
 
 CanonicalFailure = Literal[
     "json_invalid",
@@ -56,34 +57,19 @@ def canonical(obj: object) -> bytes:
     return text.encode("utf-8")
 
 
-def _no_duplicates(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
-    result: dict[str, JsonValue] = {}
-    for key, value in pairs:
-        if key in result:
-            raise CanonicalError("json_duplicate_key")
-        result[key] = value
-    return result
-
-
-def _no_constants(_name: str) -> JsonValue:
-    raise CanonicalError("json_non_finite")
+_FAILURE: dict[StrictJsonKind, CanonicalFailure] = {
+    "invalid_json": "json_invalid",
+    "duplicate_key": "json_duplicate_key",
+    "non_finite_number": "json_non_finite",
+}
 
 
 def parse_canonical(data: bytes) -> JsonValue:
     """Parse `data`, refusing anything `canonical` would not have written byte for byte."""
     try:
-        text = data.decode("utf-8", errors="strict")
-    except UnicodeDecodeError as exc:
-        raise CanonicalError("json_invalid") from exc
-    try:
-        value: JsonValue = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants
-        )
-    except CanonicalError:
-        raise
-    except (ValueError, RecursionError) as exc:
-        raise CanonicalError("json_invalid") from exc
-    # canonical() refuses the infinity that 1e999 parses to (parse_constant never sees it)
+        value = loads_strict(data)
+    except StrictJsonError as exc:
+        raise CanonicalError(_FAILURE[exc.kind]) from exc
     if canonical(value) != data:
         raise CanonicalError("json_not_canonical")
     return value
