@@ -4,16 +4,17 @@ Models emit malformed, truncated or ambiguous JSON (FIELD-NOTES.md, Peers). We
 refuse rather than guess: duplicate keys (which value did the model mean?),
 NaN/Infinity and overflowing floats (not JSON), non-objects, lone surrogates, and
 oversized input each get their own closed category, and nothing of the input is
-kept in the error.
+kept in the error. What "strict JSON" means is `receipts.strictjson`'s, shared with
+receipts, the worker's tool-call check and its API bodies; the size limit, the
+object shape and the lone-surrogate check are this caller's own.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from guest.tools.categories import DispatchRefusal, JailRefusal
+from receipts.strictjson import StrictJsonError, StrictJsonKind, loads_strict
 
 MAX_ARGUMENT_CHARS = 8 * 1024 * 1024
 
@@ -24,24 +25,11 @@ class ArgumentsError(ValueError):
         self.category: DispatchRefusal | JailRefusal = category
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ArgumentsError("duplicate_key")
-        out[key] = value
-    return out
-
-
-def _constant(_name: str) -> Any:
-    raise ArgumentsError("non_finite_number")
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ArgumentsError("non_finite_number")
-    return value
+_REFUSAL: dict[StrictJsonKind, DispatchRefusal] = {
+    "invalid_json": "invalid_json",
+    "duplicate_key": "duplicate_key",
+    "non_finite_number": "non_finite_number",
+}
 
 
 def _check_strings(value: Any) -> None:
@@ -67,13 +55,9 @@ def parse_arguments(raw: object) -> dict[str, Any]:
     if len(raw) > MAX_ARGUMENT_CHARS:
         raise ArgumentsError("arguments_too_large")
     try:
-        value = json.loads(
-            raw, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float
-        )
-    except ArgumentsError:
-        raise
-    except (ValueError, RecursionError) as exc:
-        raise ArgumentsError("invalid_json") from exc
+        value = loads_strict(raw)
+    except StrictJsonError as exc:
+        raise ArgumentsError(_REFUSAL[exc.kind]) from exc
     if not isinstance(value, dict):
         raise ArgumentsError("not_an_object")
     _check_strings(value)
