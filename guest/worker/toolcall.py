@@ -4,6 +4,8 @@ The grammar should make an invalid call impossible; this is the check that does 
 trust the grammar (a backend bug, a schema keyword the compiler got wrong). Anything
 that fails here is the closed outcome `invalid_model_output`, never passed on and never
 replaced by a guess. `arguments` goes out as a JSON string, as the OpenAI API defines it.
+The body is read by `receipts.strictjson`, the one definition of strict JSON; every way
+it refuses is `json_invalid` here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN
+from receipts.strictjson import StrictJsonError, loads_strict
 
 InvalidReason = Literal["not_tagged", "json_invalid", "shape", "unknown_tool", "schema"]
 
@@ -46,19 +49,6 @@ def schema_validator(schema: dict[str, Any]) -> Validator:
     return cls(schema)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError("duplicate key")
-        out[key] = value
-    return out
-
-
-def _no_constants(_name: str) -> Any:
-    raise ValueError("non-finite")
-
-
 def parse_tool_call(text: str, validators: dict[str, Validator]) -> ParsedCall:
     """The call in *text* (`<tool_call>\\n{...}\\n</tool_call>`), validated, or raise."""
     head, tail = CALL_OPEN + "\n", "\n" + CALL_CLOSE
@@ -66,8 +56,8 @@ def parse_tool_call(text: str, validators: dict[str, Validator]) -> ParsedCall:
         raise InvalidModelOutput("not_tagged")
     body = text[len(head) : len(text) - len(tail)]
     try:
-        obj = json.loads(body, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as exc:
+        obj = loads_strict(body)
+    except StrictJsonError as exc:
         raise InvalidModelOutput("json_invalid") from exc
     if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
         raise InvalidModelOutput("shape")

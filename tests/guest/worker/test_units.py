@@ -172,6 +172,20 @@ def test_parse_tool_call_validates_against_the_schema() -> None:
         assert info.value.reason == reason, text
 
 
+def test_parse_tool_call_refuses_an_overflowing_float_as_json() -> None:
+    """1e999 is not finite JSON: refused by the shared strict parser as `json_invalid`
+    wherever it stands, not later as `schema` or `shape`."""
+    validators = {"edit": schema_validator(EDIT_TOOL["function"]["parameters"])}
+    for body in [
+        '{"name": "edit", "arguments": {"filePath": 1e999}}',
+        '{"name": "edit", "arguments": {"filePath": "a", "lines": [-1e999]}}',
+        '{"name": "edit", "arguments": {"filePath": "a", "lines": [1]}, "x": 1e999}',
+    ]:
+        with pytest.raises(InvalidModelOutput) as info:
+            parse_tool_call(f"<tool_call>\n{body}\n</tool_call>", validators)
+        assert info.value.reason == "json_invalid", body
+
+
 # -- memory -----------------------------------------------------------------------------
 
 
