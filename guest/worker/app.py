@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from guest.worker.schema_grammar import Limits, UnsupportedSchema
 from guest.worker.toolcall import SchemaInvalid, schema_validator
 from guest.worker.toolgrammar import Mode, ToolSpec, build_tool_grammar
 from receipts.records.worker import RequestOutcome, WorkerErrorCode
+from receipts.strictjson import StrictJsonError, StrictJsonKind, loads_strict
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -58,6 +58,13 @@ class ApiConfig:
     limits: Limits
 
 
+_BODY_ERROR: dict[StrictJsonKind, WorkerErrorCode] = {
+    "invalid_json": "invalid_json",
+    "duplicate_key": "duplicate_key",
+    "non_finite_number": "non_finite_number",
+}
+
+
 class Rejected(Exception):
     """A request refused at the edge: status, stable code and the offending parameter."""
 
@@ -66,41 +73,14 @@ class Rejected(Exception):
         self.status, self.code, self.param = status, code, param
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise Rejected(400, "duplicate_key", key[:64])
-        out[key] = value
-    return out
-
-
-def _no_constants(_name: str) -> Any:
-    raise Rejected(400, "non_finite_number")
-
-
-def _check_finite(value: Any) -> None:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise Rejected(400, "non_finite_number")
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
 def parse_body(body: bytes) -> ChatRequest:
-    """Strict JSON (no duplicate keys, no NaN/Infinity) into `ChatRequest`, or `Rejected`."""
+    """Strict JSON (`receipts.strictjson`: no duplicate keys, no NaN/Infinity, no
+    overflowing floats) into `ChatRequest`, or `Rejected`."""
     try:
-        text = body.decode("utf-8")
-        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except Rejected:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise Rejected(400, "invalid_json") from exc
-    _check_finite(obj)
+        obj = loads_strict(body)
+    except StrictJsonError as exc:
+        param = None if exc.key is None else exc.key[:64]  # set only for duplicate_key
+        raise Rejected(400, _BODY_ERROR[exc.kind], param) from exc
     if not isinstance(obj, dict):
         raise Rejected(400, "invalid_request")
     try:
