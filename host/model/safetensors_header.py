@@ -2,10 +2,11 @@
 
 Why not ``safetensors.numpy``: it fails on BF16 unless ``ml_dtypes`` is imported, and
 it loads whole files. A checkpoint is external input (STANDARDS.md section 13), so the
-header is validated at the edge: an oversized or malformed header, an unknown dtype,
-a shape that disagrees with its byte span, and offsets that overlap, leave a gap or
-point outside the file are each refused with a closed category before any tensor
-byte is trusted.
+header is validated at the edge: an oversized or malformed header (its JSON read by
+`receipts.strictjson`, the one definition of strict JSON), an unknown dtype, a shape
+that disagrees with its byte span, and offsets that overlap, leave a gap or point
+outside the file are each refused with a closed category before any tensor byte is
+trusted.
 
 Format: 8-byte little-endian header length N, N bytes of UTF-8 JSON (an object of
 ``name -> {dtype, shape, data_offsets: [begin, end]}`` plus an optional
@@ -14,7 +15,6 @@ Format: 8-byte little-endian header length N, N bytes of UTF-8 JSON (an object o
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from dataclasses import dataclass
@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from host.model.categories import HeaderError
+from host.model.categories import HeaderError, HeaderRefusal
+from receipts.strictjson import StrictJsonError, StrictJsonKind, loads_strict
 
 # The reference implementation refuses headers above 100 MB; so do we.
 MAX_HEADER_BYTES = 100_000_000
@@ -70,11 +71,11 @@ class SafetensorsHeader:
     file_size: int
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise HeaderError("header_duplicate_key")
-    return dict(pairs)
+_HEADER_REFUSAL: dict[StrictJsonKind, HeaderRefusal] = {
+    "invalid_json": "header_bad_json",
+    "duplicate_key": "header_duplicate_key",
+    "non_finite_number": "header_bad_json",  # NaN, Infinity and 1e999 are not JSON
+}
 
 
 def _is_int(value: Any) -> bool:
@@ -129,9 +130,9 @@ def parse_header(path: Path) -> SafetensorsHeader:
             raise HeaderError("header_oversized")
         raw = handle.read(length)
     try:
-        parsed = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise HeaderError("header_bad_json") from exc
+        parsed: Any = loads_strict(raw)
+    except StrictJsonError as exc:
+        raise HeaderError(_HEADER_REFUSAL[exc.kind]) from exc
     if not isinstance(parsed, dict):
         raise HeaderError("header_bad_json")
     metadata = parsed.pop("__metadata__", {})

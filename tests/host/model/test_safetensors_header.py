@@ -93,6 +93,24 @@ def test_bad_json(tmp_path: Path, raw: bytes) -> None:
     assert _refused(_raw_file(tmp_path / "bad", raw)) == "header_bad_json"
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": {"dtype": "U8", "shape": [NaN], "data_offsets": [0, 1]}}',
+        b'{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, Infinity]}}',
+        b'{"a": {"dtype": "U8", "shape": [1e999], "data_offsets": [0, 1]}}',
+        b'{"__metadata__": {"x": -1e999}, "a": {"dtype": "U8", "shape": [1], '
+        b'"data_offsets": [0, 1]}}',
+        b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ],
+    ids=["nan", "infinity", "overflow", "metadata-overflow", "deep"],
+)
+def test_not_strict_json(tmp_path: Path, raw: bytes) -> None:
+    """Not JSON by receipts.strictjson's definition: header_bad_json, not a later
+    category (and no RecursionError escaping for a deeply nested header)."""
+    assert _refused(_raw_file(tmp_path / "ns", raw, b"\0")) == "header_bad_json"
+
+
 def test_duplicate_key(tmp_path: Path) -> None:
     one = json.dumps(_entry("U8", [1], 0, 1))
     raw = ('{"a": ' + one + ', "a": ' + one + "}").encode()
