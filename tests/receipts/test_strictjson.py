@@ -24,6 +24,8 @@ from receipts.strictjson import StrictJsonError, loads_strict
         ('{"a": 1} x', "invalid_json"),
         ("'a'", "invalid_json"),
         (b'\xff{"a":1}', "invalid_json"),
+        (b'{"a":"\xff"}', "invalid_json"),
+        (b'{"a":"\xed\xa0\x80"}', "invalid_json"),
         ('\ufeff{"a": 1}', "invalid_json"),
         (b'\xef\xbb\xbf{"a":1}', "invalid_json"),
         ('{"a": 1}'.encode("utf-16"), "invalid_json"),
