@@ -18,6 +18,8 @@ MESSAGES = '"messages": [{"role": "user", "content": "x"}]'
         (b"{not json", ("invalid_json", None)),
         (b"\xff\xfe", ("invalid_json", None)),
         (b'{"model": "\xff", ' + MESSAGES.encode() + b"}", ("invalid_json", None)),
+        (b'{"model": "\xed\xa0\x80", ' + MESSAGES.encode() + b"}", ("invalid_json", None)),
+        (b'\xef\xbb\xbf{"model": "tiny", ' + MESSAGES.encode() + b"}", ("invalid_json", None)),
         (b'{"model": "tiny"', ("invalid_json", None)),
         (b'{"model": "tiny", "model": "tiny", "messages": []}', ("duplicate_key", "model")),
         (b'{"model": "t", ' + MESSAGES.encode() + b', "stop": {"k": 1, "k": 2}}',
