@@ -70,6 +70,10 @@ def parse_canonical(data: bytes) -> JsonValue:
         value = loads_strict(data)
     except StrictJsonError as exc:
         raise CanonicalError(_FAILURE[exc.kind]) from exc
-    if canonical(value) != data:
+    try:
+        written = canonical(value)
+    except UnicodeEncodeError:  # a lone surrogate escape (`"\\ud800"`): no UTF-8 form exists
+        raise CanonicalError("json_not_canonical") from None
+    if written != data:
         raise CanonicalError("json_not_canonical")
     return value

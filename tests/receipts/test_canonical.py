@@ -46,6 +46,7 @@ def test_non_finite_numbers_are_refused(value: object) -> None:
         (b'{"a":"\\u00e9"}', "json_not_canonical"),
         (b'{"a":1}\n', "json_not_canonical"),
         (b'{"a":1.0e0}', "json_not_canonical"),
+        (b'{"a":"\\ud800"}', "json_not_canonical"),
     ],
 )
 def test_parse_refuses_with_category(data: bytes, category: str) -> None:
