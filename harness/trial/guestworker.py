@@ -17,7 +17,6 @@ guest's /proc after the channel reported its end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shlex
 import tempfile
@@ -36,7 +35,7 @@ from harness.trial.guestcmd import (
     parse_gate_line,
 )
 from harness.trial.owned import OwnedResources
-from harness.trial.workerstage import CONSTRAINT, WorkerStageFailed, read_requests
+from harness.trial.workerstage import CONSTRAINT, WorkerStageFailed
 from host.ssh import RemoteProcess, SshSession
 from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
@@ -67,7 +66,7 @@ class GuestWorker:
     started: float
     pid: int | None = None
     load_ms: int = 0
-    records_local: Path | None = None
+    records_raw: bytes | None = None
     exited_early: bool = False
     records_unread: bool = False
     peak_bytes: int | None = None
@@ -200,10 +199,12 @@ async def _collect_evidence(session: SshSession, worker: GuestWorker) -> None:
     """The cgroup's readings and the request records, once the worker has exited.
     Records that cannot be fetched leave the worker's category `worker_unreachable`:
     its totals would otherwise claim zero requests that nobody counted."""
-    worker.records_local = Path(tempfile.mkdtemp(prefix="harness-guest-worker-")) / "records"
     try:
         await _read_cgroup(session, worker)
-        await session.get(RECORDS, worker.records_local, deadline_s=60.0)
+        with tempfile.TemporaryDirectory(prefix="harness-guest-worker-") as tmp:
+            local = Path(tmp) / "records.jsonl"
+            await session.get(RECORDS, local, deadline_s=60.0)
+            worker.records_raw = local.read_bytes()  # nothing of the trial stays on disk
     except SshError:
         worker.records_unread = True
 
@@ -251,13 +252,10 @@ def _release(
 
 def collect(worker: GuestWorker) -> tuple[WorkerRequestRecord, ...]:
     """The request records fetched at release (none if the file never came back)."""
-    if worker.records_local is None:
+    if worker.records_raw is None:
         return ()
-    worker.requests = read_requests(worker.records_local)
-    with contextlib.suppress(OSError):
-        worker.records_local.unlink()
-    with contextlib.suppress(OSError):
-        worker.records_local.parent.rmdir()
+    lines = [line for line in worker.records_raw.splitlines() if line.strip()]
+    worker.requests = tuple(WorkerRequestRecord.model_validate_json(line) for line in lines)
     return worker.requests
 
 
