@@ -35,7 +35,7 @@ from harness.trial.guestcmd import (
     parse_gate_line,
 )
 from harness.trial.owned import OwnedResources
-from harness.trial.workerstage import CONSTRAINT, WorkerStageFailed
+from harness.trial.workerstage import CONSTRAINT, WorkerStageFailed, serve_args
 from host.ssh import RemoteProcess, SshSession
 from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
@@ -76,32 +76,13 @@ class GuestWorker:
 
 def launch_script(profile: Profile, sha256: str, pins_sha256: str) -> str:
     """The guest command: own cgroup (memory limit, no swap), then exec the gated worker."""
-    inference = profile.inference
     limit = profile.memory.worker_cgroup_limit
     worker = gated_command(
         pins_sha256,
         "guest.worker",
-        "serve",
-        "--model",
-        f"{READ_ONLY}/{MODEL_FILE}",
-        "--sha256",
-        sha256,
+        *serve_args(profile, f"{READ_ONLY}/{MODEL_FILE}", sha256, RECORDS),
         "--port",
         str(GUEST_PORT),
-        "--threads",
-        str(inference.threads),
-        "--context",
-        str(inference.context_tokens),
-        "--request-floor",
-        str(profile.memory.request_admission_floor),
-        "--runtime-guard",
-        str(profile.memory.runtime_guard),
-        "--deadline-s",
-        str(inference.request_deadline_s),
-        "--max-tokens",
-        str(inference.max_tokens),
-        "--records",
-        RECORDS,
         runtime=WORKER_RUNTIME,
         pins=WORKER_PINS,
     )

@@ -126,6 +126,33 @@ def _process_release(
     return release
 
 
+def serve_args(profile: Profile, model: str, sha256: str, records: str) -> list[str]:
+    """`guest.worker serve` arguments from the profile, the same wherever it runs (the
+    caller adds where it listens: a Unix socket on the host, a loopback port in the guest)."""
+    inference = profile.inference
+    return [
+        "serve",
+        "--model",
+        model,
+        "--sha256",
+        sha256,
+        "--threads",
+        str(inference.threads),
+        "--context",
+        str(inference.context_tokens),
+        "--request-floor",
+        str(profile.memory.request_admission_floor),
+        "--runtime-guard",
+        str(profile.memory.runtime_guard),
+        "--deadline-s",
+        str(inference.request_deadline_s),
+        "--max-tokens",
+        str(inference.max_tokens),
+        "--records",
+        records,
+    ]
+
+
 async def start_host_worker(
     *, profile: Profile, gguf: Path, sha256: str, scratch: Path, tag: str, owned: OwnedResources
 ) -> HostWorker:
@@ -141,33 +168,14 @@ async def start_host_worker(
         raise WorkerStageFailed("worker_exited") from None
     socket = scratch / "api.sock"
     records = scratch / "worker-records.jsonl"
-    inference = profile.inference
     argv = [
         sys.executable,
         "-I",
         "-m",
         "guest.worker",
-        "serve",
-        "--model",
-        str(gguf),
-        "--sha256",
-        sha256,
+        *serve_args(profile, str(gguf), sha256, str(records)),
         "--socket",
         str(socket),
-        "--threads",
-        str(inference.threads),
-        "--context",
-        str(inference.context_tokens),
-        "--request-floor",
-        str(profile.memory.request_admission_floor),
-        "--runtime-guard",
-        str(profile.memory.runtime_guard),
-        "--deadline-s",
-        str(inference.request_deadline_s),
-        "--max-tokens",
-        str(inference.max_tokens),
-        "--records",
-        str(records),
     ]
     started = time.monotonic()
     env = {

@@ -27,7 +27,7 @@ from host.ssh import (
     open_ssh_socket,
     write_key_files,
 )
-from host.vm.backend import Vm, VmSpec
+from host.vm.backend import Vm, VmFacts, VmSpec
 from host.vm.categories import StopMethod
 from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
 from host.vm.errors import VmError
@@ -40,6 +40,8 @@ SSH_HOST = "127.0.0.1"
 
 class GuestVm(Vm):
     """The backend-independent half of a VM; subclasses start and stop QEMU."""
+
+    backend_name: Literal["qemu", "libvirt"]
 
     def __init__(self, spec: VmSpec) -> None:
         validate_tag(spec.tag)
@@ -133,6 +135,21 @@ class GuestVm(Vm):
         return await self.session().get(remote, local, deadline_s=deadline_s)
 
     # ---- release of the shared resources -----------------------------------------
+    def facts(self) -> VmFacts:
+        """What the VM record states about this guest (the backend names itself)."""
+        if self.keys is None:
+            raise VmError("qemu_start_failed")
+        return VmFacts(
+            backend=self.backend_name,
+            accelerator=self.spec.accelerator,
+            accelerator_reason=self.spec.accelerator_reason,
+            guest_memory_bytes=self.spec.memory_mib << 20,
+            vcpus=self.spec.vcpus,
+            host_key_sha256=self.keys.host_key_sha256,
+            boot_to_ssh_ms=self._boot_to_ssh_ms,
+            duration_ms=int((time.monotonic() - self._created_at) * 1000),
+        )
+
     def release_files(self) -> list[CleanupResult]:
         """Port, overlay, keys, scratch: call after QEMU is gone (it holds them)."""
         results = [self._release_port(), self._release_file("overlay_disk", self.overlay)]

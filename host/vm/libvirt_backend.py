@@ -29,7 +29,7 @@ from typing import Any, Literal
 import libvirt
 
 from host.cgroups import CgroupError
-from host.vm.backend import VmFacts, VmSpec
+from host.vm.backend import VmSpec
 from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
 from host.vm.cmdline import QemuConfig
 from host.vm.domain import domain_xml
@@ -47,6 +47,8 @@ KIB = 1024
 
 class LibvirtVm(GuestVm):
     """One transient libvirt domain; see the module docstring for its resources."""
+
+    backend_name = "libvirt"
 
     def __init__(self, spec: VmSpec) -> None:
         if spec.worker_socket is not None:
@@ -201,20 +203,6 @@ class LibvirtVm(GuestVm):
 
     async def cleanup(self) -> tuple[CleanupResult, ...]:
         return (*await self._stop(GONE_DEADLINE_S), *self.release_files())
-
-    def facts(self) -> VmFacts:
-        if self.keys is None:
-            raise VmError("qemu_start_failed")
-        return VmFacts(
-            backend="libvirt",
-            accelerator=self.spec.accelerator,
-            accelerator_reason=self.spec.accelerator_reason,
-            guest_memory_bytes=self.spec.memory_mib << 20,
-            vcpus=self.spec.vcpus,
-            host_key_sha256=self.keys.host_key_sha256,
-            boot_to_ssh_ms=self._boot_to_ssh_ms,
-            duration_ms=int((time.monotonic() - self._created_at) * 1000),
-        )
 
 
 class LibvirtBackend:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from host.cgroups import CgroupError
-from host.vm.backend import VmFacts, VmSpec
+from host.vm.backend import VmSpec
 from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
 from host.vm.cmdline import QemuConfig, qemu_argv
 from host.vm.errors import VmError
@@ -33,6 +33,8 @@ KILL_DEADLINE_S = 10.0
 
 class QemuVm(GuestVm):
     """One QEMU guest; see the module docstring for its resources."""
+
+    backend_name = "qemu"
 
     def __init__(self, spec: VmSpec) -> None:
         super().__init__(spec)
@@ -134,20 +136,6 @@ class QemuVm(GuestVm):
 
     async def cleanup(self) -> tuple[CleanupResult, ...]:
         return (await self.stop(), *self.release_files())
-
-    def facts(self) -> VmFacts:
-        if self.keys is None:
-            raise VmError("qemu_start_failed")
-        return VmFacts(
-            backend="qemu",
-            accelerator=self.spec.accelerator,
-            accelerator_reason=self.spec.accelerator_reason,
-            guest_memory_bytes=self.spec.memory_mib << 20,
-            vcpus=self.spec.vcpus,
-            host_key_sha256=self.keys.host_key_sha256,
-            boot_to_ssh_ms=self._boot_to_ssh_ms,
-            duration_ms=int((time.monotonic() - self._created_at) * 1000),
-        )
 
 
 class QemuBackend:
