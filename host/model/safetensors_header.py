@@ -155,7 +155,8 @@ def bf16_bits_to_f32(bits: npt.NDArray[np.uint16]) -> npt.NDArray[np.float32]:
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
-def _read_span(path: Path, begin: int, nbytes: int) -> bytes:
+def read_span(path: Path, begin: int, nbytes: int) -> bytes:
+    """Exactly *nbytes* of *path* from *begin*; a short file is ``offsets_out_of_range``."""
     with path.open("rb") as handle:
         handle.seek(begin)
         data = handle.read(nbytes)
@@ -166,12 +167,13 @@ def _read_span(path: Path, begin: int, nbytes: int) -> bytes:
 
 def read_raw(path: Path, entry: TensorEntry) -> npt.NDArray[Any]:
     """Read one tensor's stored values (BF16 as its uint16 bit patterns)."""
-    data = _read_span(path, entry.begin, entry.nbytes)
+    data = read_span(path, entry.begin, entry.nbytes)
     array = np.frombuffer(data, dtype=np.dtype(DTYPES[entry.dtype][1]))
     return array.reshape(entry.shape)
 
 
-def _widen(raw: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.float32]:
+def widen(raw: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.float32]:
+    """Stored values (BF16 as uint16 bit patterns) as float32; exact for every dtype."""
     if dtype == "BF16":
         return bf16_bits_to_f32(raw)
     if dtype in ("F32", "F16", "F64"):
@@ -179,20 +181,30 @@ def _widen(raw: npt.NDArray[Any], dtype: str) -> npt.NDArray[np.float32]:
     raise HeaderError("unknown_dtype")
 
 
-def read_f32_rows(path: Path, entry: TensorEntry, start: int, stop: int) -> npt.NDArray[np.float32]:
-    """Rows ``start:stop`` (first axis) of a floating-point tensor, as float32.
+def read_raw_rows(path: Path, entry: TensorEntry, start: int, stop: int) -> npt.NDArray[Any]:
+    """Rows ``start:stop`` (first axis) of a tensor's stored values (BF16 as uint16).
 
-    Rows are contiguous in the file, so a large tensor can be converted a slice at a
+    Rows are contiguous in the file, so a large tensor can be read a slice at a
     time: memory is bounded by the slice, not the tensor.
     """
+    data = read_span(path, *row_span(entry, start, stop))
+    raw = np.frombuffer(data, dtype=np.dtype(DTYPES[entry.dtype][1]))
+    return raw.reshape((stop - start, *entry.shape[1:]))
+
+
+def row_span(entry: TensorEntry, start: int, stop: int) -> tuple[int, int]:
+    """(file offset, byte count) of rows ``start:stop`` (first axis) of *entry*."""
     if not entry.shape or not 0 <= start <= stop <= entry.shape[0]:
         raise ValueError("row range outside the tensor")
     row_bytes = math.prod(entry.shape[1:]) * DTYPES[entry.dtype][0]
-    data = _read_span(path, entry.begin + start * row_bytes, (stop - start) * row_bytes)
-    raw = np.frombuffer(data, dtype=np.dtype(DTYPES[entry.dtype][1]))
-    return _widen(raw.reshape((stop - start, *entry.shape[1:])), entry.dtype)
+    return entry.begin + start * row_bytes, (stop - start) * row_bytes
+
+
+def read_f32_rows(path: Path, entry: TensorEntry, start: int, stop: int) -> npt.NDArray[np.float32]:
+    """Rows ``start:stop`` of a floating-point tensor, as float32 (see :func:`read_raw_rows`)."""
+    return widen(read_raw_rows(path, entry, start, stop), entry.dtype)
 
 
 def read_f32(path: Path, entry: TensorEntry) -> npt.NDArray[np.float32]:
     """Read one floating-point tensor as float32 (exact for F32, F16 and BF16)."""
-    return _widen(read_raw(path, entry), entry.dtype)
+    return widen(read_raw(path, entry), entry.dtype)

@@ -12,8 +12,11 @@ use) and check, each with a closed category:
 - the tensor inventory is complete: names, count, shapes and storage types;
 - every tensor's bytes equal the source tensor after the declared conversion, which
   is recomputed here: the Llama q/k row permutation by explicit row indices and the
-  encoding by ``gguf.quants.quantize``;
-- and only then the file's SHA-256, compared with the digest the converter recorded.
+  encoding by ``gguf.quants.quantize`` (skipped only where that encoding is provably
+  the identity: see ``IDENTITY_EXCEPT_NAN``);
+- and the file's SHA-256, taken of the very bytes that were checked as they were
+  read (one pass, :class:`HashingReader`), compared with the digest the converter
+  recorded once every check has passed.
 
 The token list, merges and special ids are compared with what ``host.model.vocab``
 reads from ``tokenizer.json`` (shared with the converter; the llama.cpp tokenization
@@ -22,11 +25,13 @@ parity test is what checks that reading).
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import math
 import os
 import struct
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +42,8 @@ import numpy.typing as npt
 
 from host.model.categories import ConvertError, HeaderError, OutType, VerifyError
 from host.model.convert import CHUNK_BYTES, ConversionPlan, TensorPlan, plan_conversion
-from host.model.pins import sha256_file
-from host.model.safetensors_header import read_f32, read_f32_rows
+from host.model.progress import current as current_progress
+from host.model.safetensors_header import DTYPES, read_raw, read_span, row_span, widen
 from host.model.vocab import load_json_object
 
 V = gguf.GGUFValueType
@@ -164,11 +169,39 @@ def permutation_rows(rows: int, n_head: int) -> npt.NDArray[np.intp]:
     return index
 
 
+# Storage types for which gguf.quants' encoding of the widened source value gives back
+# the stored bits, for every value that is not a NaN: F32 is ``astype(float32)``; F16
+# and BF16 widen exactly to float32, and narrowing an exactly representable value is
+# exact. (tests/host/model/test_verify_gguf.py checks the F16 and BF16 claims on all
+# 65,536 bit patterns.) For these, a source slice without NaN whose stored bytes equal
+# the GGUF's bytes needs no re-encoding; anything else is re-encoded and compared.
+IDENTITY_EXCEPT_NAN = {"F32": Q.F32, "F16": Q.F16, "BF16": Q.BF16}
+# (mask, largest non-NaN value under the mask) of a 16-bit float's bits
+NAN_BITS = {"F16": (0x7FFF, 0x7C00), "BF16": (0x7FFF, 0x7F80)}
+
+
+def has_nan(raw: npt.NDArray[Any], dtype: str) -> bool:
+    """Whether stored values *raw* of *dtype* hold a NaN (F32 never needs to know).
+
+    A 16-bit NaN has all exponent bits and a non-zero mantissa: below the sign bit,
+    its bits exceed the largest non-NaN pattern. Read as signed, positive NaNs are the
+    largest values; read as unsigned, negative ones are: two read-only maxima, no
+    masked temporary.
+    """
+    if dtype not in NAN_BITS or raw.size == 0:
+        return False
+    mask, limit = NAN_BITS[dtype]
+    bits = raw.view(np.uint16)
+    return int(bits.view(np.int16).max()) > limit or int(bits.max()) > (~mask & 0xFFFF) | limit
+
+
 def _source_slices(
     plan: ConversionPlan, tensor: TensorPlan, chunk_bytes: int
-) -> Iterator[npt.NDArray[np.float32]]:
-    """Source values in whole-row slices, q/k rows permuted (those are read whole)."""
+) -> Iterator[tuple[bytes, npt.NDArray[Any]]]:
+    """Stored source bytes and values in whole-row slices, q/k rows permuted (those
+    are read whole)."""
     hp = plan.hparams
+    entry = tensor.entry
     heads = None
     if hp.arch == gguf.MODEL_ARCH.LLAMA and tensor.name.endswith(".attn_q.weight"):
         heads = hp.heads
@@ -176,51 +209,124 @@ def _source_slices(
         heads = hp.kv_heads
     try:
         if heads is not None or len(tensor.shape) == 1:
-            values = read_f32(tensor.source_file, tensor.entry)
+            values = read_raw(tensor.source_file, entry)
             if heads is not None:
                 values = values[permutation_rows(values.shape[0], heads)]
-            yield values
+            yield values.tobytes(), values
             return
         rows = tensor.shape[0]
+        dtype = np.dtype(DTYPES[entry.dtype][1])
         step = max(1, chunk_bytes // (math.prod(tensor.shape[1:]) * 4))
         for start in range(0, rows, step):
             stop = min(rows, start + step)
-            yield read_f32_rows(tensor.source_file, tensor.entry, start, stop)
-    except (OSError, HeaderError) as exc:
+            data = read_span(tensor.source_file, *row_span(entry, start, stop))
+            yield data, np.frombuffer(data, dtype=dtype).reshape(stop - start, *tensor.shape[1:])
+    except (OSError, HeaderError, ValueError) as exc:
         raise VerifyError("source_unreadable") from exc
 
 
 def _tensor_matches(
-    read: Callable[[int, int], npt.NDArray[np.uint8]],
+    read: Callable[[int, int], bytes],
     stored: gguf.ReaderTensor,
     plan: ConversionPlan,
     tensor: TensorPlan,
     chunk_bytes: int,
 ) -> bool:
-    """Encode the source slice by slice with gguf.quants; compare with the stored bytes."""
+    """Compare the stored bytes with the source slice by slice.
+
+    A slice is equal when its stored source bytes are (for a storage type the source
+    already has, and no NaN in the slice), or else when ``gguf.quants`` encoding of
+    the source values is.
+    """
     qtype = storage_type(tensor.shape, plan.outtype)
+    dtype = tensor.entry.dtype
+    same_type = IDENTITY_EXCEPT_NAN.get(dtype) == qtype
     position = stored.data_offset
-    for values in _source_slices(plan, tensor, chunk_bytes):
-        expected = np.ascontiguousarray(gguf.quants.quantize(values, qtype))
-        expected_bytes = expected.reshape(-1).view(np.uint8)
-        got = read(position, expected_bytes.nbytes)
-        if got.nbytes != expected_bytes.nbytes or not np.array_equal(got, expected_bytes):
+    for data, raw in _source_slices(plan, tensor, chunk_bytes):
+        if same_type:
+            got = read(position, len(data))
+            if got == data and not has_nan(raw, dtype):
+                position += len(data)
+                continue
+        expected = gguf.quants.quantize(widen(raw, dtype), qtype).tobytes()
+        if not same_type:
+            got = read(position, len(expected))
+        if got != expected:
             return False
-        position += expected_bytes.nbytes
+        position += len(expected)
     return True
+
+
+class HashingReader:
+    """Reads a file forward once and hashes every byte of it, in file order.
+
+    Why: verification reads every tensor's bytes anyway; hashing those same bytes
+    (and the header and padding between them) as they are compared makes the digest
+    one of the bytes that were checked, and saves a second pass over the file. The
+    hash runs on one thread (hashlib releases the GIL) while the caller compares.
+    Reads must move forward; a read behind the hashed offset (overlapping tensors in a
+    hostile file) is served but not hashed again.
+    """
+
+    def __init__(self, fd: int, total: int, pending: int = 2) -> None:
+        self._fd = fd
+        self.offset = 0
+        self._digest = hashlib.sha256()
+        self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-hash")
+        self._pending: deque[Future[None]] = deque()
+        self._limit = pending
+        self._bar = current_progress()
+        self._bar.begin("verify gguf", total)
+
+    def _hash(self, data: bytes) -> None:
+        while len(self._pending) >= self._limit:  # bound the bytes held for hashing
+            self._pending.popleft().result()
+        self._pending.append(self._hasher.submit(self._digest.update, data))
+        self.offset += len(data)
+        self._bar.advance(len(data))
+
+    def _skip_to(self, position: int) -> None:
+        while self.offset < position:
+            data = os.pread(self._fd, min(CHUNK_BYTES, position - self.offset), self.offset)
+            if not data:
+                return
+            self._hash(data)
+
+    def read(self, position: int, nbytes: int) -> bytes:
+        """``nbytes`` at ``position`` (fewer at the end of the file)."""
+        if position < self.offset:
+            return os.pread(self._fd, nbytes, position)
+        self._skip_to(position)
+        data = os.pread(self._fd, nbytes, position) if self.offset == position else b""
+        self._hash(data)
+        return data
+
+    def finish(self) -> tuple[str, int]:
+        """Hash the rest of the file; return (SHA-256, size) of everything read."""
+        while data := os.pread(self._fd, CHUNK_BYTES, self.offset):
+            self._hash(data)
+        while self._pending:
+            self._pending.popleft().result()
+        return self._digest.hexdigest(), self.offset
+
+    def close(self) -> None:
+        """Stop the hashing thread and the progress bar."""
+        self._hasher.shutdown(wait=True)
+        self._bar.end()
 
 
 def check_tensors(
     reader: gguf.GGUFReader,
     plan: ConversionPlan,
     chunk_bytes: int = CHUNK_BYTES,
-    path: Path | None = None,
+    hashing: HashingReader | None = None,
 ) -> None:
-    """Inventory (names, shapes, storage types), then every tensor's bytes.
+    """Inventory (names, shapes, storage types), then every tensor's bytes, in file order.
 
-    With *path*, tensor bytes are read with ``pread`` rather than through the
-    reader's memory map, so the file's pages do not all count towards this process's
-    resident memory (a 256 MB GGUF raised peak RSS by its size).
+    With *hashing*, tensor bytes are read through it (``pread``) rather than through
+    the reader's memory map, so the file's pages do not all count towards this
+    process's resident memory (a 256 MB GGUF raised peak RSS by its size), and the
+    file is hashed as it is checked.
 
     Equal name sets also mean equal counts: GGUFReader refuses duplicate names.
     """
@@ -239,21 +345,15 @@ def check_tensors(
         qtype = storage_type(source_shape, plan.outtype)
         if tensor.tensor_type != qtype:
             raise VerifyError("tensor_dtype_mismatch")
-    with contextlib.ExitStack() as stack:
-        if path is None:
+    if hashing is None:
 
-            def read(position: int, nbytes: int) -> npt.NDArray[np.uint8]:
-                return np.asarray(reader.data[position : position + nbytes])
-        else:
-            fd = os.open(path, os.O_RDONLY)
-            stack.callback(os.close, fd)
-
-            def read(position: int, nbytes: int) -> npt.NDArray[np.uint8]:
-                return np.frombuffer(os.pread(fd, nbytes, position), dtype=np.uint8)
-
-        for name, tensor in found.items():
-            if not _tensor_matches(read, tensor, plan, planned[name], chunk_bytes):
-                raise VerifyError("tensor_data_mismatch")
+        def read(position: int, nbytes: int) -> bytes:
+            return reader.data[position : position + nbytes].tobytes()
+    else:
+        read = hashing.read
+    for tensor in sorted(found.values(), key=lambda t: int(t.data_offset)):
+        if not _tensor_matches(read, tensor, plan, planned[tensor.name], chunk_bytes):
+            raise VerifyError("tensor_data_mismatch")
 
 
 def verify_gguf(
@@ -271,9 +371,15 @@ def verify_gguf(
         raise VerifyError("gguf_unreadable") from exc
     expected = expected_metadata(config, plan)
     check_metadata(reader, expected)
-    check_tensors(reader, plan, path=gguf_path)
+    fd = os.open(gguf_path, os.O_RDONLY)
+    hashing = HashingReader(fd, os.fstat(fd).st_size)
+    try:
+        check_tensors(reader, plan, hashing=hashing)
+        digest, size = hashing.finish()
+    finally:
+        hashing.close()
+        os.close(fd)
     del reader
-    digest, size = sha256_file(gguf_path)
     if expected_sha256 is not None and digest != expected_sha256:
         raise VerifyError("digest_mismatch")
     return VerifyReport(digest, size, len(expected), len(plan.tensors))

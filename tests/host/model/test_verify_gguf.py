@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -14,8 +16,17 @@ import pytest
 
 from host.model.categories import VerifyError
 from host.model.convert import convert, plan_conversion
-from host.model.verify_gguf import check_tensors, expected_metadata, permutation_rows, verify_gguf
-from tests.host.model.helpers import edit_json
+from host.model.safetensors_header import DTYPES, widen
+from host.model.verify_gguf import (
+    IDENTITY_EXCEPT_NAN,
+    HashingReader,
+    check_tensors,
+    expected_metadata,
+    has_nan,
+    permutation_rows,
+    verify_gguf,
+)
+from tests.host.model.helpers import Tensors, edit_json, edit_weights
 
 V = gguf.GGUFValueType
 Q = gguf.GGMLQuantizationType
@@ -244,3 +255,129 @@ def test_source_tensor_unreadable_while_comparing(
     with pytest.raises(VerifyError) as info:
         check_tensors(gguf.GGUFReader(converted), plan)
     assert info.value.category == "source_unreadable"
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16"])
+def test_same_type_encoding_is_identity_except_nan(dtype: str) -> None:
+    """The claim behind the stored-bytes comparison, on all 65,536 bit patterns:
+    ``gguf.quants`` gives back every non-NaN pattern, and ``has_nan`` names exactly
+    the NaNs (alone and in one array)."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    stored = bits.view(DTYPES[dtype][1])  # as the verifier reads them: BF16 as bits
+    widened = widen(stored, dtype)
+    nan = np.isnan(widened)
+    qtype = IDENTITY_EXCEPT_NAN[dtype]
+    encoded = np.asarray(gguf.quants.quantize(widened, qtype)).reshape(-1).view(np.uint16)
+    assert np.array_equal(encoded[~nan], bits[~nan])
+    assert [has_nan(stored[i : i + 1], dtype) for i in range(bits.size)] == nan.tolist()
+    assert not has_nan(stored[~nan], dtype)
+    assert has_nan(stored, dtype)
+
+
+def test_f32_encoding_is_identity() -> None:
+    """F32 -> F32 is ``astype(float32)``: every bit pattern, NaN payloads included."""
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 1 << 32, size=1 << 16, dtype=np.uint32)
+    specials = [0x7F800001, 0x7FC00000, 0xFF800001, 0x80000000, 0x00000001, 0x7F800000]
+    bits[: len(specials)] = specials
+    encoded = np.asarray(gguf.quants.quantize(bits.view(np.float32), IDENTITY_EXCEPT_NAN["F32"]))
+    assert np.array_equal(encoded.view(np.uint32), bits)
+    assert not has_nan(bits.view(np.float32), "F32")  # F32 never takes the NaN detour
+
+
+@pytest.mark.parametrize("outtype", ["bf16", "f16", "f32"])
+def test_corrupt_tensor_byte_every_outtype(tiny_dir: Path, tmp_path: Path, outtype: Any) -> None:
+    """bf16 from a bf16 source is compared as stored bytes; one flipped bit is still found
+    (in the middle of a sliced tensor, and in the last byte of the file)."""
+    good = convert(tiny_dir, tmp_path / "good", outtype).path
+    verify_gguf(good, tiny_dir, outtype)
+    tensors = gguf.GGUFReader(good).tensors
+    embd = next(t for t in tensors if t.name == "token_embd.weight")
+    last = max(tensors, key=lambda t: int(t.data_offset))
+    for where in (
+        int(embd.data_offset) + int(embd.n_bytes) // 2,
+        int(last.data_offset) + int(last.n_bytes) - 1,
+    ):
+        bad = tmp_path / f"bad-{where}.gguf"
+        data = bytearray(good.read_bytes())
+        data[where] ^= 0x01
+        bad.write_bytes(bytes(data))
+        with pytest.raises(VerifyError) as info:
+            check_tensors(gguf.GGUFReader(bad), plan_conversion(tiny_dir, outtype), chunk_bytes=700)
+        assert info.value.category == "tensor_data_mismatch"
+        assert _refused(bad, tiny_dir, outtype) == "tensor_data_mismatch"
+
+
+def test_unquieted_nan_copied_as_stored_is_refused(
+    copy_of: Copy, llama_dir: Path, tmp_path: Path
+) -> None:
+    """A converter that copied a signalling BF16 NaN as stored (ggml sets its quiet bit)
+    wrote different bytes than the declared conversion: the stored-bytes shortcut must
+    not accept them just because they equal the source's."""
+    source = copy_of(llama_dir)
+    signalling = np.array([0x7F81, 0xFF81], dtype="<u2")
+
+    def plant(tensors: Tensors) -> None:
+        dtype, values = tensors["model.embed_tokens.weight"]
+        values = values.copy()
+        values.reshape(-1)[5:7] = signalling
+        tensors["model.embed_tokens.weight"] = (dtype, values)
+
+    edit_weights(source, plant)
+    good = convert(source, tmp_path / "good", "bf16").path
+    verify_gguf(good, source, "bf16")
+    embd = next(t for t in gguf.GGUFReader(good).tensors if t.name == "token_embd.weight")
+    data = bytearray(good.read_bytes())
+    start = int(embd.data_offset) + 10
+    assert bytes(data[start : start + 4]) == np.array([0x7FC1, 0xFFC1], "<u2").tobytes()
+    data[start : start + 4] = signalling.tobytes()
+    bad = tmp_path / "unquieted.gguf"
+    bad.write_bytes(bytes(data))
+    assert _refused(bad, source, "bf16") == "tensor_data_mismatch"
+
+
+def test_digest_is_of_the_whole_file(converted: Path, tiny_dir: Path) -> None:
+    """The one-pass digest covers the header, every tensor and what lies between them
+    (the reader's own gap handling is tested below): equal to hashlib's of the file."""
+    report = verify_gguf(converted, tiny_dir, "q8_0")
+    assert report.sha256 == hashlib.sha256(converted.read_bytes()).hexdigest()
+    assert report.size == converted.stat().st_size
+
+
+def test_hashing_reader_overlapping_and_short_reads(tmp_path: Path) -> None:
+    """Reads behind the hashed offset are served, not hashed twice; reads past the end
+    are short; the digest is always of the file, once, in order."""
+    path = tmp_path / "f"
+    content = bytes(range(256)) * 1000
+    path.write_bytes(content)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        reading = HashingReader(fd, len(content))
+        try:
+            assert reading.read(1000, 10) == content[1000:1010]
+            assert reading.read(500, 600) == content[500:1100]  # behind: not hashed again
+            assert reading.read(len(content) - 5, 100) == content[-5:]
+            assert reading.read(len(content) + 10, 4) == b""
+            assert reading.finish() == (hashlib.sha256(content).hexdigest(), len(content))
+        finally:
+            reading.close()
+    finally:
+        os.close(fd)
+
+
+def test_hashing_reader_finish_hashes_what_was_not_read(tmp_path: Path) -> None:
+    """A file whose last bytes no tensor covers (trailing padding, appended data) is
+    still hashed to its end: the digest is of the file, not of what was compared."""
+    path = tmp_path / "f"
+    content = os.urandom(3 * 1024 * 1024 + 17)
+    path.write_bytes(content)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        reading = HashingReader(fd, len(content))
+        try:
+            assert reading.read(100, 10) == content[100:110]
+            assert reading.finish() == (hashlib.sha256(content).hexdigest(), len(content))
+        finally:
+            reading.close()
+    finally:
+        os.close(fd)
