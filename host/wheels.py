@@ -25,6 +25,7 @@ from typing import Literal, get_args
 
 from host.model.keys import content_key
 from receipts.staging import staged_directory
+from receipts.strictjson import StrictJsonError, loads_strict
 
 Flavour = Literal["host", "guest"]
 Provenance = Literal["built_by_this_run", "adopted_from_cache"]
@@ -164,12 +165,17 @@ def _build_wheel(sdist: Path, out: Path, flavour: Flavour) -> None:
 
 
 def _adopt(key: str, directory: Path) -> WheelResult:
-    """Re-hash a cached wheel against the digest recorded when it was built."""
+    """Re-hash a cached wheel against the digest recorded when it was built. The sidecar is
+    read as strict JSON (`receipts.strictjson`): it decides which wheel is installed into
+    the host venv and the guest runtime, so a duplicated `sha256` key or a document that
+    is not an object is a corrupt entry, not a crash or a guess."""
     wheel = _only(sorted(directory.glob("*.whl")), "wheel_missing", "wheel_ambiguous")
     try:
-        recorded = json.loads((directory / _SIDECAR).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        recorded = loads_strict((directory / _SIDECAR).read_bytes())
+    except (OSError, StrictJsonError) as exc:
         raise WheelBuildError("cache_entry_corrupt") from exc
+    if not isinstance(recorded, dict):
+        raise WheelBuildError("cache_entry_corrupt")
     digest, size = sha256_file(wheel)
     if recorded.get("sha256") != digest:
         raise WheelBuildError("cache_entry_corrupt")

@@ -14,7 +14,6 @@ root is ``~/.cache/harness/models``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from host.model.pins import ExpectedArchitecture, Pin, sha256_file, verify_sourc
 from host.model.verify_gguf import verify_gguf
 from receipts.canonical import canonical
 from receipts.staging import staged_directory
+from receipts.strictjson import StrictJsonError, loads_strict
 
 ENTRY_NAME = "entry.json"
 ENTRY_SCHEMA = "harness.model-cache-entry/1"
@@ -63,6 +63,23 @@ def cache_key(source_pins_sha256: str, outtype: OutType) -> str:
     return content_key(cache_inputs(source_pins_sha256, outtype))
 
 
+def read_entry(data: bytes) -> tuple[str, str] | None:
+    """The (key, GGUF sha256) an entry record states, or None if it is not our record.
+
+    Strict JSON (`receipts.strictjson`, which raises `StrictJsonError`): the record decides
+    which bytes a trial adopts as its model, so `{"key": A, "key": B}` must not mean
+    whichever came last, and a record whose digest is not a string is no record at all.
+    """
+    record = loads_strict(data)
+    if not isinstance(record, dict) or record.get("schema") != ENTRY_SCHEMA:
+        return None
+    gguf, key = record.get("gguf"), record.get("key")
+    sha256 = gguf.get("sha256") if isinstance(gguf, dict) else None
+    if not isinstance(key, str) or not isinstance(sha256, str):
+        return None
+    return key, sha256
+
+
 def adopt(directory: Path, key: str) -> CacheResult:
     """Use an existing entry only if its record is intact and the GGUF re-hashes to it."""
     names = sorted(p.name for p in directory.iterdir())
@@ -72,12 +89,13 @@ def adopt(directory: Path, key: str) -> CacheResult:
     if gguf_path.is_symlink() or (directory / ENTRY_NAME).is_symlink():
         raise CacheError("cache_entry_corrupt")
     try:
-        record = json.loads((directory / ENTRY_NAME).read_bytes().decode("utf-8"))
-        recorded_sha = record["gguf"]["sha256"]
-        recorded_key = record["key"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        record = read_entry((directory / ENTRY_NAME).read_bytes())
+    except (OSError, StrictJsonError) as exc:
         raise CacheError("cache_entry_corrupt") from exc
-    if recorded_key != key or record.get("schema") != ENTRY_SCHEMA:
+    if record is None:
+        raise CacheError("cache_entry_corrupt")
+    recorded_key, recorded_sha = record
+    if recorded_key != key:
         raise CacheError("cache_entry_corrupt")
     digest, size = sha256_file(gguf_path)
     if digest != recorded_sha:

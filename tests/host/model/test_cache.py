@@ -174,3 +174,30 @@ def test_source_changed_during_conversion_is_caught_by_repinning(
         prepare_model(root, pins, "f32", cache_root=cache, progress=add_file)
     assert info.value.category == "unlisted_file"
     assert list(cache.iterdir()) == []
+
+
+@pytest.mark.parametrize("damage", ["duplicate_gguf", "nan_size", "not_an_object", "sha_not_str"])
+def test_record_that_is_not_strict_json_is_refused(
+    tmp_path: Path, tiny_dir: Path, damage: str
+) -> None:
+    """The entry record decides which GGUF a trial adopts. `json.loads` would adopt the
+    first two (the last duplicate `gguf` wins; NaN is a float) and crash on the third and
+    fourth (`[].get`; comparing a digest with a list is just unequal). All four are
+    `cache_entry_corrupt`. Mutation control: read the record with `json.loads` and the
+    first two adopt the entry (this test fails)."""
+    directory, _ = _built(tmp_path, tiny_dir)
+    entry = directory / ENTRY_NAME
+    text = entry.read_text().strip()
+    assert text.startswith("{") and '"gguf":{' in text
+    if damage == "duplicate_gguf":
+        text = '{"gguf":{"sha256":"' + "0" * 64 + '"},' + text[1:]
+    elif damage == "nan_size":
+        text = text.replace('"size":', '"size":NaN,"was_size":', 1)
+    elif damage == "not_an_object":
+        text = "[" + text + "]"
+    else:
+        record = json.loads(text)
+        record["gguf"]["sha256"] = [record["gguf"]["sha256"]]
+        text = json.dumps(record)
+    entry.write_text(text)
+    assert _refused(tmp_path, tiny_dir) == "cache_entry_corrupt"

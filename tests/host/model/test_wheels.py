@@ -158,3 +158,32 @@ def test_exactly_one_artifact() -> None:
         _only([], "wheel_missing", "wheel_ambiguous")
     assert info.value.category == "wheel_missing"
     assert _only([Path("a.whl")], "wheel_missing", "wheel_ambiguous") == Path("a.whl")
+
+
+def _sidecar_text(directory: Path) -> str:
+    return (directory / "wheel.json").read_text()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["duplicate_sha256", "nan_size", "not_an_object"],
+)
+def test_sidecar_that_is_not_strict_json_refused(tmp_path: Path, damage: str) -> None:
+    """The sidecar decides which wheel is installed. `json.loads` would adopt the first two
+    (the last duplicate wins, NaN is a float) and crash on the third (`[].get`). Mutation
+    control: read it with `json.loads` and this test fails for all three."""
+    directory = _entry(tmp_path)
+    text = _sidecar_text(directory)
+    right = hashlib.sha256(b"PK fake wheel").hexdigest()
+    if damage == "duplicate_sha256":
+        text = text.replace('{"key"', '{"sha256": "' + "0" * 64 + '", "key"', 1)
+        assert text.count(right) == 1 and text.count('"sha256"') == 2
+    elif damage == "nan_size":
+        text = text.replace('"size": 13', '"size": NaN')
+        assert "NaN" in text
+    else:
+        text = "[" + text + "]"
+    (directory / "wheel.json").write_text(text)
+    with pytest.raises(WheelBuildError) as info:
+        build_llama("host", tmp_path)
+    assert info.value.category == "cache_entry_corrupt"
