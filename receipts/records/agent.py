@@ -25,10 +25,16 @@ AgentCategory = Literal[
     "worker_unreachable",
     "worker_error",
     "agent_crashed",
+    "records_invalid",
 ]
-"""How the loop ended. The first seven are normal ends within budget; verification decides."""
+"""How the loop ended. The first seven are normal ends within budget; verification decides.
+`records_invalid` is the host's reading, not the guest's: the agent's record file was not
+strict JSON of its closed shape, so nothing of it was kept and every count is 0 because
+nothing was read, not because nothing happened."""
 
-AGENT_FAILURES: frozenset[str] = frozenset({"worker_unreachable", "worker_error", "agent_crashed"})
+AGENT_FAILURES: frozenset[str] = frozenset(
+    {"worker_unreachable", "worker_error", "agent_crashed", "records_invalid"}
+)
 
 TurnKind = Literal["tool_call", "text", "invalid_tool_call", "refused"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from receipts.records.agent import NetIsolation
 from receipts.records.base import Record
@@ -18,7 +18,10 @@ VerificationCategory = Literal[
     "report_inconsistent",
     "workspace_unreadable",
     "net_isolation_unavailable",
+    "records_invalid",
 ]
+"""How verification ended. `records_invalid` is the host's reading, not the guest's: the
+verifier's record file was not strict JSON of this schema, so nothing of it was kept."""
 
 
 class VerificationRecord(Record):
@@ -27,14 +30,26 @@ class VerificationRecord(Record):
     )
     category: VerificationCategory
     result: Literal["passed", "failed"]
-    task_sha256: Sha256Hex
+    task_sha256: Sha256Hex | None
+    """The task the guest verified; None exactly when its record was not read."""
     tests_passed: Count
     tests_failed: Count
     tests_errored: Count
     fixture_changed: bool
     """The agent modified a file the task declares as a fixture."""
     files_changed: Count
-    final_diff_sha256: Sha256Hex
+    final_diff_sha256: Sha256Hex | None
+    """None exactly when the record was not read (`records_invalid`)."""
     net_isolation: NetIsolation
     """Whether the hidden tests ran without a network, as read back in their namespace."""
     duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _unread_only_when_invalid(self) -> VerificationRecord:
+        """A digest is absent only in the host's stand-in for an unreadable record, and that
+        stand-in never passes: otherwise a record without a task digest could be accepted."""
+        unread = self.category == "records_invalid"
+        digests_absent = (self.task_sha256 is None, self.final_diff_sha256 is None)
+        if digests_absent != (unread, unread) or (unread and self.result != "failed"):
+            raise ValueError("digests are absent exactly when the record was not read")
+        return self

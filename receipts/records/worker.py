@@ -23,7 +23,11 @@ WorkerCategory = Literal[
     "worker_exited",
     "worker_unreachable",
     "oom_killed",
+    "records_invalid",
 ]
+"""How the worker stage ended. `records_invalid`: the worker's request records were not
+strict JSON of their schema, so none was kept and every count is 0 because nothing was
+read, not because nothing happened."""
 
 ConstraintBackend = Literal["llguidance", "gbnf", "none"]
 

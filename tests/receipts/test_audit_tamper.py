@@ -239,6 +239,13 @@ def _wrong_type() -> bytes:
     return tamper.forge(entries)
 
 
+def _passed_without_task_digest() -> bytes:
+    """A passing verification that names no task: the digests may be absent only in the
+    host's `records_invalid` stand-in, which never passes (VerificationRecord's check)."""
+    entries = tamper.edit_json(tamper.good_entries(), "verification.json", task_sha256=None)
+    return tamper.forge(entries)
+
+
 def _counts_contradict() -> bytes:
     records = accepted_model_trial()
     assert records.agent is not None
@@ -409,6 +416,9 @@ CASES: dict[str, Case] = {
     "extra_field": Case(_extra_field, "schema_extra_field", "schema_valid"),
     "missing_field": Case(_missing_field, "schema_missing_field", "schema_valid"),
     "wrong_type": Case(_wrong_type, "schema_violation", "schema_valid"),
+    "passed_without_task_digest": Case(
+        _passed_without_task_digest, "schema_violation", "schema_valid"
+    ),
     "schema_id_swapped": Case(_schema_id_swapped, "schema_mismatch", "schema_id"),
     "nan": Case(_nan, "json_non_finite", "json_canonical"),
     "duplicate_key": Case(_duplicate_key, "json_duplicate_key", "json_canonical"),

@@ -115,3 +115,36 @@ def test_record_base_is_strict_and_closed() -> None:
     assert Record.model_config.get("extra") == "forbid"
     assert Record.model_config.get("frozen") is True
     assert Record.model_config.get("strict") is True
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"task_sha256": None},
+        {"final_diff_sha256": None},
+        {"category": "records_invalid", "result": "failed"},
+        {
+            "category": "records_invalid",
+            "result": "passed",
+            "task_sha256": None,
+            "final_diff_sha256": None,
+        },
+    ],
+)
+def test_verification_digests_are_absent_exactly_in_the_unread_stand_in(
+    changes: dict[str, object],
+) -> None:
+    """A verification without a task digest could otherwise pass; one that says it was not
+    read must not carry digests, nor pass."""
+    verification = accepted_model_trial().verification
+    assert verification is not None
+    with pytest.raises(pydantic.ValidationError):
+        replace(verification, **changes)
+    stand_in = replace(
+        verification,
+        category="records_invalid",
+        result="failed",
+        task_sha256=None,
+        final_diff_sha256=None,
+    )
+    assert stand_in.task_sha256 is None  # the positive control: the stand-in itself is valid
