@@ -7,12 +7,16 @@ first output line is `HARNESS-GATE {...}` with a GateCategory.
 
 from __future__ import annotations
 
-import json
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from guest.gate import bootstrap
+from harness.trial.guestrecords import GuestOutputInvalid, strict_object
+from receipts.records.base import Part
+from receipts.records.gate import GateCategory
+from receipts.types import Count, Sha256Hex
 
 GATE_SOURCE = Path(bootstrap.__file__).read_bytes()
 READ_ONLY = "/opt/harness-ro"
@@ -26,11 +30,12 @@ commands verify only what they import instead of re-hashing the worker's librari
 GATE_PREFIX = b"HARNESS-GATE "
 
 
-@dataclass(frozen=True)
-class GateLine:
-    category: str
-    files_verified: int
-    pin_table_sha256: str
+class GateLine(Part):
+    """The gate's verdict line (guest/gate/bootstrap.py `report`): closed, all three fields."""
+
+    category: GateCategory
+    files_verified: Count
+    pin_table_sha256: Sha256Hex
 
 
 def gated_command(
@@ -44,14 +49,15 @@ def gated_command(
 
 
 def parse_gate_line(stdout: bytes) -> GateLine | None:
-    """The gate's verdict from the first stdout line, or None if it never spoke."""
+    """The gate's verdict from the first stdout line, or None if it never spoke or did not
+    speak in strict JSON of the closed line (duplicate key, unknown category, `"12"` for
+    12, an extra field): the caller records `unread`, never a guess at what was meant."""
     first = stdout.split(b"\n", 1)[0]
     if not first.startswith(GATE_PREFIX):
         return None
+    payload = first[len(GATE_PREFIX) :]
     try:
-        value = json.loads(first[len(GATE_PREFIX) :])
-        return GateLine(
-            str(value["category"]), int(value["files_verified"]), str(value["pin_table_sha256"])
-        )
-    except (ValueError, KeyError, TypeError):
+        strict_object(payload)
+        return GateLine.model_validate_json(payload)
+    except (GuestOutputInvalid, ValidationError):
         return None

@@ -17,7 +17,6 @@ guest's /proc after the channel reported its end.
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import tempfile
 import time
@@ -34,8 +33,15 @@ from harness.trial.guestcmd import (
     gated_command,
     parse_gate_line,
 )
+from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines
 from harness.trial.owned import OwnedResources
-from harness.trial.workerstage import CONSTRAINT, WorkerStageFailed, serve_args
+from harness.trial.workerstage import (
+    CONSTRAINT,
+    ReadyLine,
+    WorkerStageFailed,
+    parse_ready_line,
+    serve_args,
+)
 from host.ssh import RemoteProcess, SshSession
 from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
@@ -69,6 +75,8 @@ class GuestWorker:
     records_raw: bytes | None = None
     exited_early: bool = False
     records_unread: bool = False
+    records_invalid: bool = False
+    """The records came back but were not strict, closed records (`records_invalid`)."""
     peak_bytes: int | None = None
     oom_kills: int | None = None
     requests: tuple[WorkerRequestRecord, ...] = ()
@@ -106,7 +114,7 @@ def launch_script(profile: Profile, sha256: str, pins_sha256: str) -> str:
 
 async def _read_startup(
     process: RemoteProcess, worker: GuestWorker, deadline: float
-) -> dict[str, object]:
+) -> ReadyLine | None:
     """The PID line, the gate's line, then the worker's ready line, within one deadline."""
     pid_line = await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1))
     if not pid_line.startswith(PID_PREFIX):
@@ -116,11 +124,7 @@ async def _read_startup(
     if gate is None or gate.category != "ok":
         raise WorkerStageFailed("worker_exited")
     ready_line = await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1))
-    try:
-        ready = json.loads(ready_line) if ready_line else {}
-    except ValueError:
-        ready = {}
-    return ready if isinstance(ready, dict) else {}
+    return parse_ready_line(ready_line)
 
 
 async def start_guest_worker(
@@ -154,7 +158,7 @@ async def start_guest_worker(
         raise WorkerStageFailed("worker_unreachable") from None
     except ValueError:
         raise WorkerStageFailed("worker_exited") from None
-    if ready.get("ready") is not True or ready.get("port") != GUEST_PORT:
+    if ready is None or ready.port != GUEST_PORT:
         raise WorkerStageFailed("model_load_failed" if process.running() else "worker_exited")
     worker.load_ms = int((time.monotonic() - started) * 1000)
     return worker
@@ -232,11 +236,14 @@ def _release(
 
 
 def collect(worker: GuestWorker) -> tuple[WorkerRequestRecord, ...]:
-    """The request records fetched at release (none if the file never came back)."""
+    """The request records fetched at release: none if the file never came back, and none
+    (with `records_invalid` set) if any line of it is not a strict, closed record."""
     if worker.records_raw is None:
         return ()
-    lines = [line for line in worker.records_raw.splitlines() if line.strip()]
-    worker.requests = tuple(WorkerRequestRecord.model_validate_json(line) for line in lines)
+    try:
+        worker.requests = read_request_lines(worker.records_raw)
+    except GuestOutputInvalid:
+        worker.records_invalid, worker.requests = True, ()
     return worker.requests
 
 
@@ -248,6 +255,8 @@ def guest_worker_record(
         category = "oom_killed"
     elif worker.records_unread:
         category = "worker_unreachable"
+    elif worker.records_invalid:  # before worker_exited: its counts of 0 were never read
+        category = "records_invalid"
     elif worker.exited_early:
         category = "worker_exited"
     return WorkerRecord(

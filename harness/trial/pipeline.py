@@ -31,6 +31,13 @@ from harness.profiles import Profile
 from harness.source import bind_source
 from harness.trial.guestcmd import GATE_SOURCE, READ_ONLY, gated_command, parse_gate_line
 from harness.trial.guestdisk import probe_disk
+from harness.trial.guestrecords import (
+    GuestOutputInvalid,
+    read_agent_output,
+    read_verification,
+    unread_agent_record,
+    unread_verification_record,
+)
 from harness.trial.guestworker import (
     MODEL_FILE,
     GuestWorker,
@@ -75,19 +82,18 @@ from host.wheels import WheelBuildError, build_llama
 from receipts.audit import audit_bytes
 from receipts.bundle import WrittenBundle, write_bundle
 from receipts.records import (
-    AgentRecord,
     AgentTurnRecord,
     DispatchRecord,
     GateRecord,
     SourceRecord,
     ToolCallRecord,
     TrialRecord,
-    VerificationRecord,
     WorkerRecord,
     WorkerRequestRecord,
 )
 from receipts.records.trial import STAGE_ORDER, Placement, Stage, Verdict
 from receipts.records.vm import VmCategory
+from receipts.records.worker import WorkerCategory
 from receipts.recordset import RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages, stage_succeeded
 
@@ -329,8 +335,12 @@ class Trial:
         if self.worker is None:
             return
         await self.owned.release_early("worker_process")
-        self.worker_requests = read_requests(self.worker.records)
-        self.keep("worker", worker_record(self.worker, self.worker_requests, "ok"))
+        category: WorkerCategory = "ok"
+        try:
+            self.worker_requests = read_requests(self.worker.records)
+        except GuestOutputInvalid:
+            category = "records_invalid"
+        self.keep("worker", worker_record(self.worker, self.worker_requests, category))
 
     def stage_image(self) -> GuestImage:
         started = time.monotonic()
@@ -489,18 +499,30 @@ class Trial:
         )
         if run.exit_status != 0:
             raise StageFailed
-        with tempfile.TemporaryDirectory() as tmp:
-            local = Path(tmp) / "agent.json"
-            await self.live_vm().get(f"{WORK}/agent.json", local, 60.0)
-            data = json.loads(local.read_bytes())
-        agent = AgentRecord.model_validate(data["agent"])
-        self.keep("agent", agent)
-        self.records.turns = tuple(AgentTurnRecord.model_validate(t) for t in data["turns"])
-        self.records.tool_calls = tuple(
-            ToolCallRecord.model_validate(c) for c in data["tool_calls"]
-        )
-        if not stage_succeeded(agent):
+        try:
+            output = read_agent_output(await self.fetch_output(f"{WORK}/agent.json"))
+        except GuestOutputInvalid:
+            self.keep(
+                "agent", unread_agent_record("model" if self.o.script is None else "scripted")
+            )
+            raise StageFailed from None
+        self.keep("agent", output.agent)
+        self.records.turns, self.records.tool_calls = output.turns, output.tool_calls
+        if not stage_succeeded(output.agent):
             raise StageFailed
+
+    async def fetch_output(self, remote: str) -> bytes:
+        """A record file the guest wrote. One over the transfer limit is the guest's output
+        refused (`too_large`), not a lost connection."""
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / "output.json"
+            try:
+                await self.live_vm().get(remote, local, 60.0)
+            except SshError as exc:
+                if exc.category != "transfer_too_large":
+                    raise
+                raise GuestOutputInvalid("too_large") from None
+            return local.read_bytes()
 
     def verification_tar(self) -> bytes:
         """The task as sent for verification; the guest's digest of what it received must
@@ -538,9 +560,11 @@ class Trial:
             )
             if run.exit_status != 0:
                 raise StageFailed
-            local = Path(tmp) / "verification.json"
-            await self.live_vm().get(f"{WORK}/verification.json", local, 60.0)
-            record = VerificationRecord.model_validate_json(local.read_bytes())
+        try:
+            record = read_verification(await self.fetch_output(f"{WORK}/verification.json"))
+        except GuestOutputInvalid:
+            self.keep("verification", unread_verification_record())
+            raise StageFailed from None
         if record.task_sha256 != expected:  # the guest verified other tests than ours
             record = record.model_copy(update={"category": "runner_error", "result": "failed"})
         self.keep("verification", record)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.profiles import Profile
+from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines, strict_object
 from harness.trial.owned import OwnedResources
 from host.cgroups import Cgroup
 from host.cgroups.detect import detect
@@ -126,6 +126,29 @@ def _process_release(
     return release
 
 
+@dataclass(frozen=True)
+class ReadyLine:
+    """The worker's one startup line (guest/worker/__main__.py): it listens, and where."""
+
+    port: int | None
+
+
+def parse_ready_line(line: bytes) -> ReadyLine | None:
+    """The worker's ready line, `{"ready": true, "port": N or null, ...}` as strict JSON,
+    or None for anything else (nothing, a partial line, a duplicate `ready`, `"ready": 1`):
+    a worker that did not say it is ready in exactly these words is not ready. The caller
+    names the failure by whether the process still runs."""
+    try:
+        value = strict_object(line)
+    except GuestOutputInvalid:
+        return None
+    port = value.get("port")
+    port_ok = port is None or (isinstance(port, int) and not isinstance(port, bool))
+    if value.get("ready") is not True or not port_ok:
+        return None
+    return ReadyLine(port if isinstance(port, int) else None)
+
+
 def serve_args(profile: Profile, model: str, sha256: str, records: str) -> list[str]:
     """`guest.worker serve` arguments from the profile, the same wherever it runs (the
     caller adds where it listens: a Unix socket on the host, a loopback port in the guest)."""
@@ -191,10 +214,9 @@ async def start_host_worker(
     assert popen.stdout is not None
     try:
         line = await asyncio.wait_for(asyncio.to_thread(popen.stdout.readline), READY_DEADLINE_S)
-        ready = json.loads(line) if line else {}
-    except (TimeoutError, ValueError):
-        ready = {}
-    if not ready.get("ready"):
+    except TimeoutError:
+        line = b""
+    if parse_ready_line(line) is None:
         code = popen.poll()
         raise WorkerStageFailed("model_load_failed" if code is not None else "worker_unreachable")
     return HostWorker(
@@ -210,10 +232,11 @@ async def start_host_worker(
 
 
 def read_requests(path: Path) -> tuple[WorkerRequestRecord, ...]:
+    """The host worker's request records; `GuestOutputInvalid` when any line is not a
+    strict, closed record (the stage then says `records_invalid`)."""
     if not path.exists():
         return ()
-    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
-    return tuple(WorkerRequestRecord.model_validate_json(line) for line in lines)
+    return read_request_lines(path.read_bytes())
 
 
 def worker_record(

@@ -13,18 +13,21 @@ import asyncio
 import json
 import zipfile
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from harness.cli import main
 from harness.profiles import load_profile
 from harness.trial.guestdisk import parse_probe, probe_disk
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.pipeline import StageFailed, Trial, TrialOptions, TrialResult
+from harness.trial.workerstage import HostWorker
 from host.ssh import CommandResult
 from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
 from receipts.audit import audit_and_read
+from receipts.canonical import canonical
 from receipts.recordset import RecordSet
 from tests.receipts.builders import accepted_model_trial, accepted_scripted_trial, replace
 
@@ -230,3 +233,165 @@ def test_probe_of_a_lost_connection_is_unread() -> None:
         raise SshError("connection_dropped")
 
     assert asyncio.run(probe_disk(dropped)) == "unread"
+
+
+# ---- what the guest wrote, read by the real stages (a fake guest, no VM) ------------------
+
+
+class _FakeVm:
+    """Serves the guest's files: `get` writes the bytes set for that path, or refuses a
+    file over the transfer limit as the real SSH client does."""
+
+    def __init__(self, files: dict[str, bytes | None]) -> None:
+        self.files = files
+
+    async def put(self, local: Path, remote: str, deadline_s: float) -> None:
+        return None
+
+    async def get(self, remote: str, local: Path, deadline_s: float) -> int:
+        data = self.files[remote]
+        if data is None:
+            raise SshError("transfer_too_large")
+        local.write_bytes(data)
+        return len(data)
+
+
+class _GuestWrote(Trial):
+    """A trial whose guest commands all exit 0 and whose guest files are given bytes."""
+
+    def __init__(self, options: TrialOptions, files: dict[str, bytes | None]) -> None:
+        super().__init__(options)
+        self.vm = cast(Any, SimpleNamespace(vm=_FakeVm(files)))
+        self.runtime = cast(Any, SimpleNamespace(pins_sha256="c" * 64))
+        self.model = cast(Any, SimpleNamespace(record=SimpleNamespace(gguf_sha256="a" * 64)))
+
+    async def guest(
+        self, command: str, deadline_s: float, stdin: bytes | None = None
+    ) -> CommandResult:
+        return _probe(0, b"")
+
+
+def _agent_file(records: RecordSet) -> bytes:
+    assert records.agent is not None
+    return canonical(
+        {
+            "agent": records.agent.to_json(),
+            "turns": [turn.to_json() for turn in records.agent_turns],
+            "tool_calls": [call.to_json() for call in records.tool_calls],
+        }
+    )
+
+
+def _run_stage(trial: Trial, stage: Any) -> bool:
+    """Run one stage; whether it ended the trial (StageFailed)."""
+    try:
+        asyncio.run(stage())
+    except StageFailed:
+        return True
+    return False
+
+
+def _options(tmp_path: Path) -> TrialOptions:
+    return TrialOptions(
+        profile=load_profile("tiny"),
+        task="py-one-line-fix",
+        script=None,
+        out_dir=tmp_path,
+        accel="tcg",
+    )
+
+
+def test_the_agent_file_as_written_is_kept(tmp_path: Path) -> None:
+    """The positive control for the refusals below: same fake guest, intact file."""
+    records = accepted_model_trial()
+    trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": _agent_file(records)})
+    assert not _run_stage(trial, trial.stage_agent)
+    assert trial.records.singles["agent"] == records.agent
+    assert trial.records.turns == records.agent_turns
+
+
+@pytest.mark.parametrize("damage", ["duplicate_key", "not_an_object", "truncated", "too_large"])
+def test_an_agent_file_that_does_not_read_fails_the_agent_stage(
+    tmp_path: Path, damage: str
+) -> None:
+    """Before: json.loads took the duplicate (the last `agent` wins), and the other three
+    raised out of the stage, so the trial ended `failed_internal` (our defect) or as a lost
+    SSH connection. Now the agent stage fails as `records_invalid`, nothing of the file is
+    kept, and the receipt audits. Mutation controls: the stage without its
+    GuestOutputInvalid handler, or `records_invalid` outside AGENT_FAILURES, fails this."""
+    records = accepted_model_trial()
+    assert records.agent is not None
+    good = _agent_file(records)
+    crashed = canonical(records.agent.model_copy(update={"category": "agent_crashed"}).to_json())
+    data: bytes | None = {
+        "duplicate_key": b'{"agent":' + crashed + b"," + good[1:],
+        "not_an_object": b"[" + good + b"]",
+        "truncated": good[:-1],
+        "too_large": None,
+    }[damage]
+    trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": data})
+    assert _run_stage(trial, trial.stage_agent)
+    agent = trial.records.singles["agent"]
+    assert (agent.category, agent.turns, agent.policy) == ("records_invalid", 0, "model")
+    assert trial.records.turns == () and trial.records.tool_calls == ()
+    _collect(trial, records, agent=agent, verification=None)
+    trial.records.turns, trial.records.tool_calls = (), ()
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_agent")
+    _, read = audit_and_read(result.receipt.read_bytes())
+    assert read is not None and read.trial is not None and read.agent is not None
+    assert (read.trial.failed_stage, read.trial.internal_error_stage) == ("agent", None)
+    assert read.agent.category == "records_invalid" and read.verification is None
+
+
+@pytest.mark.parametrize("damage", ["duplicate_key", "empty", "not_the_record"])
+def test_a_verification_file_that_does_not_read_fails_verification(
+    tmp_path: Path, damage: str
+) -> None:
+    """A failed run with a second `"result":"passed"` appended would have passed under
+    json.loads; the others would have crashed the trial. Now: `records_invalid`, no
+    digest, `failed_verification`, a receipt that audits."""
+    records = accepted_model_trial()
+    assert records.verification is not None
+    failed = records.verification.model_copy(
+        update={"result": "failed", "tests_failed": 1}
+    ).canonical_bytes()
+    data = {
+        "duplicate_key": failed[:-1] + b',"result":"passed"}',
+        "empty": b"",
+        "not_the_record": records.worker_requests[0].canonical_bytes(),
+    }[damage]
+    trial = _GuestWrote(_options(tmp_path), {"/work/verification.json": data})
+    assert _run_stage(trial, trial.stage_verification)
+    verification = trial.records.singles["verification"]
+    assert verification.category == "records_invalid" and verification.result == "failed"
+    assert verification.task_sha256 is None
+    _collect(trial, records, verification=verification)
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_verification")
+
+
+def test_host_worker_records_that_do_not_read_fail_the_worker_stage(tmp_path: Path) -> None:
+    """The host worker's records file with a truncated last line: before, a ValidationError
+    out of stop_worker (failed_internal at the worker stage); now `records_invalid`."""
+    records = accepted_model_trial()
+    lines = b"".join(r.canonical_bytes() + b"\n" for r in records.worker_requests)
+    path = tmp_path / "worker-records.jsonl"
+    path.write_bytes(lines[:-7])
+
+    class _Unreadable:
+        def read_memory(self) -> None:
+            raise OSError("no cgroup in this test")
+
+    trial = _trial(tmp_path, scripted=False)
+    trial.worker = HostWorker(
+        None, 0, cast(Any, _Unreadable()), tmp_path / "api.sock", path, "a" * 64, 1, 0.0
+    )
+    asyncio.run(trial.stop_worker())
+    worker = trial.records.singles["worker"]
+    assert (worker.category, worker.requests) == ("records_invalid", 0)
+    assert trial.worker_requests == ()
+    _collect(trial, records, worker=worker, agent=None, verification=None)
+    trial.worker_requests = ()
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_worker")

@@ -1,0 +1,155 @@
+"""Reading what the guest (or a worker) wrote: bytes in, closed records or a closed refusal.
+
+Why a module of its own: the guest is the untrusted side of a trial (the agent's code
+runs there), and its record files are the evidence the receipt is built from. Plain
+`json.loads` takes a duplicate key (which value was meant?), `NaN`, an overflowing
+float and a UTF-16 byte stream without a word, and a malformed file escaped as a
+generic exception that ended the trial as `failed_internal` (our defect) instead of
+naming what the guest did. Here every read goes through `receipts.strictjson` (the one
+definition of strict JSON) and then the record's closed schema, and every refusal is a
+`GuestOutputInvalid` with a closed `kind`. The pipeline turns a refusal into the
+stage's `records_invalid` category; the stand-in records for that are built here too,
+so their shape is tested without a VM.
+
+All or nothing: a file with one bad line is refused whole. Keeping the lines that did
+parse would let a partial file pass for a complete count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ValidationError
+
+from receipts.records import (
+    AgentRecord,
+    AgentTurnRecord,
+    ToolCallRecord,
+    VerificationRecord,
+    WorkerRequestRecord,
+)
+from receipts.records.trial import Policy
+from receipts.strictjson import JsonValue, StrictJsonError, StrictJsonKind, loads_strict
+
+GuestOutputFault = Literal[StrictJsonKind, "not_an_object", "schema_invalid", "too_large"]
+"""Why a guest output was refused: strict JSON's own kinds, a document that is not the
+object the format requires, an object that its closed schema refuses, or a file over
+the transfer limit (refused before it is read, never cut)."""
+
+AGENT_PARTS = ("agent", "tool_calls", "turns")
+"""The keys of the agent's record file (guest/agent/__main__.py `records_json`), no others."""
+
+
+class GuestOutputInvalid(ValueError):
+    """A guest output that is not strict JSON of its closed shape; `kind` says how."""
+
+    def __init__(self, kind: GuestOutputFault) -> None:
+        super().__init__(kind)
+        self.kind: GuestOutputFault = kind
+
+
+@dataclass(frozen=True)
+class AgentOutput:
+    agent: AgentRecord
+    turns: tuple[AgentTurnRecord, ...]
+    tool_calls: tuple[ToolCallRecord, ...]
+
+
+def strict_document(data: bytes) -> JsonValue:
+    """`data` as one strict JSON document, or `GuestOutputInvalid` with strict JSON's kind."""
+    try:
+        return loads_strict(data)
+    except StrictJsonError as exc:
+        raise GuestOutputInvalid(exc.kind) from None
+
+
+def strict_object(data: bytes) -> dict[str, JsonValue]:
+    """`data` as one strict JSON object (the only top level any of our outputs has)."""
+    value = strict_document(data)
+    if not isinstance(value, dict):
+        raise GuestOutputInvalid("not_an_object")
+    return value
+
+
+def read_agent_output(data: bytes) -> AgentOutput:
+    """The agent's record file: `{agent, turns, tool_calls}` of closed records, exactly. An
+    agent record that claims the host's own `records_invalid` reading is refused too."""
+    value = strict_object(data)
+    turns, calls = value.get("turns"), value.get("tool_calls")
+    if sorted(value) != list(AGENT_PARTS) or not isinstance(turns, list):
+        raise GuestOutputInvalid("schema_invalid")
+    if not isinstance(calls, list):
+        raise GuestOutputInvalid("schema_invalid")
+    try:
+        output = AgentOutput(
+            agent=AgentRecord.model_validate(value["agent"]),
+            turns=tuple(AgentTurnRecord.model_validate(turn) for turn in turns),
+            tool_calls=tuple(ToolCallRecord.model_validate(call) for call in calls),
+        )
+    except ValidationError:
+        raise GuestOutputInvalid("schema_invalid") from None
+    if output.agent.category == "records_invalid":
+        raise GuestOutputInvalid("schema_invalid")
+    return output
+
+
+def read_verification(data: bytes) -> VerificationRecord:
+    """The verifier's record file: one closed VerificationRecord. A record that claims the
+    host's own `records_invalid` stand-in is refused too: only the host reads it so."""
+    strict_object(data)
+    try:
+        record = VerificationRecord.model_validate_json(data)
+    except ValidationError:
+        raise GuestOutputInvalid("schema_invalid") from None
+    if record.category == "records_invalid":
+        raise GuestOutputInvalid("schema_invalid")
+    return record
+
+
+def read_request_lines(data: bytes) -> tuple[WorkerRequestRecord, ...]:
+    """The worker's request records, one JSON object per line (blank lines skipped)."""
+    records: list[WorkerRequestRecord] = []
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        strict_object(line)
+        try:
+            records.append(WorkerRequestRecord.model_validate_json(line))
+        except ValidationError:
+            raise GuestOutputInvalid("schema_invalid") from None
+    return tuple(records)
+
+
+def unread_agent_record(policy: Policy) -> AgentRecord:
+    """The agent stage's record when its file was refused: the failure is named, and every
+    count is 0 because nothing was read (no turn or tool-call record is kept either, so
+    the audit's counts still agree)."""
+    return AgentRecord(
+        category="records_invalid",
+        policy=policy,
+        turns=0,
+        tool_calls=0,
+        invalid_tool_calls=0,
+        prompt_tokens_total=0,
+        completion_tokens_total=0,
+        duration_ms=0,
+    )
+
+
+def unread_verification_record() -> VerificationRecord:
+    """The verification stage's record when its file was refused: failed, no digests (none
+    was read), counts 0 and network isolation `unread`."""
+    return VerificationRecord(
+        category="records_invalid",
+        result="failed",
+        task_sha256=None,
+        tests_passed=0,
+        tests_failed=0,
+        tests_errored=0,
+        fixture_changed=False,
+        files_changed=0,
+        final_diff_sha256=None,
+        net_isolation="unread",
+        duration_ms=0,
+    )

@@ -1,0 +1,212 @@
+"""What the guest writes, read on the host: strict JSON of the closed shape, or a closed
+refusal (harness/trial/guestrecords.py). No VM: the inputs are the bytes the guest
+writes (built from the receipt builders' records) and damaged copies of them.
+
+Each damage below is one that plain `json.loads` + pydantic would have let through as
+a different record (duplicate key: the last value wins; NaN) or turned into an uncaught
+exception (not an object, missing part), so each case is the mutation control of the
+check that refuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.trial.guestrecords import (
+    GuestOutputInvalid,
+    read_agent_output,
+    read_request_lines,
+    read_verification,
+    unread_agent_record,
+    unread_verification_record,
+)
+from receipts.canonical import canonical
+from receipts.recordset import RecordSet
+from tests.receipts.builders import accepted_model_trial
+
+
+def _records() -> RecordSet:
+    return accepted_model_trial()
+
+
+def _agent_file(records: RecordSet) -> bytes:
+    """The agent's record file as guest/agent/__main__.py writes it."""
+    assert records.agent is not None
+    return canonical(
+        {
+            "agent": records.agent.to_json(),
+            "turns": [turn.to_json() for turn in records.agent_turns],
+            "tool_calls": [call.to_json() for call in records.tool_calls],
+        }
+    )
+
+
+def _kind(read: object, data: bytes) -> str:
+    with pytest.raises(GuestOutputInvalid) as info:
+        read(data)  # type: ignore[operator]
+    return info.value.kind
+
+
+# ---- agent.json ---------------------------------------------------------------------------
+
+
+def test_the_agent_file_as_written_is_read_whole() -> None:
+    """The positive control: the bytes the guest writes come back as the same records."""
+    records = _records()
+    output = read_agent_output(_agent_file(records))
+    assert output.agent == records.agent
+    assert output.turns == records.agent_turns and len(output.turns) == 2
+    assert output.tool_calls == records.tool_calls
+
+
+def test_agent_file_with_a_duplicate_key_is_refused() -> None:
+    """`{"agent": A, ..., "agent": B}`: json.loads keeps B (here a record that claims
+    success where A says the agent crashed)."""
+    records = _records()
+    assert records.agent is not None
+    crashed = canonical(records.agent.model_copy(update={"category": "agent_crashed"}).to_json())
+    data = _agent_file(records)
+    assert data.startswith(b'{"agent":')
+    data = b'{"agent":' + crashed + b"," + data[1:]
+    assert _kind(read_agent_output, data) == "duplicate_key"
+
+
+def test_agent_file_with_nan_is_refused() -> None:
+    data = _agent_file(_records()).replace(b'"duration_ms":', b'"x":NaN,"duration_ms":', 1)
+    assert b"NaN" in data
+    assert _kind(read_agent_output, data) == "non_finite_number"
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b"", "invalid_json"),
+        (b'{"agent":', "invalid_json"),
+        (b"\xff\xfe{}", "invalid_json"),
+        (b"[]", "not_an_object"),
+        (b"null", "not_an_object"),
+        (b"{}", "schema_invalid"),
+    ],
+)
+def test_agent_file_that_is_no_object_is_refused(data: bytes, kind: str) -> None:
+    assert _kind(read_agent_output, data) == kind
+
+
+@pytest.mark.parametrize("damage", ["extra_part", "missing_part", "turns_not_list", "calls_dict"])
+def test_agent_file_of_another_shape_is_refused(damage: str) -> None:
+    records = _records()
+    assert records.agent is not None
+    value: dict[str, object] = {
+        "agent": records.agent.to_json(),
+        "turns": [turn.to_json() for turn in records.agent_turns],
+        "tool_calls": [call.to_json() for call in records.tool_calls],
+    }
+    if damage == "extra_part":
+        value["stdout"] = "model text"
+    elif damage == "missing_part":
+        del value["tool_calls"]
+    elif damage == "turns_not_list":
+        value["turns"] = {"0": value["turns"]}
+    else:
+        value["tool_calls"] = {}
+    assert _kind(read_agent_output, canonical(value)) == "schema_invalid"
+
+
+def test_agent_file_with_a_record_outside_its_schema_is_refused() -> None:
+    records = _records()
+    data = _agent_file(records).replace(b'"kind":"tool_call"', b'"kind":"tool_cal"', 1)
+    assert data != _agent_file(records)
+    assert _kind(read_agent_output, data) == "schema_invalid"
+
+
+def test_agent_file_claiming_the_hosts_own_reading_is_refused() -> None:
+    """`records_invalid` is said only by the host; a guest saying it is not believed."""
+    records = _records()
+    assert records.agent is not None
+    claimed = records.agent.model_copy(update={"category": "records_invalid"})
+    data = _agent_file(dataclasses.replace(records, agent=claimed))
+    assert _kind(read_agent_output, data) == "schema_invalid"
+
+
+def test_unread_agent_record_names_the_failure_with_nothing_counted() -> None:
+    record = unread_agent_record("model")
+    assert record.category == "records_invalid" and record.policy == "model"
+    assert (record.turns, record.tool_calls, record.prompt_tokens_total) == (0, 0, 0)
+
+
+# ---- verification.json --------------------------------------------------------------------
+
+
+def _verification_file() -> bytes:
+    verification = _records().verification
+    assert verification is not None
+    return verification.canonical_bytes()
+
+
+def test_the_verification_file_as_written_is_read() -> None:
+    assert read_verification(_verification_file()) == _records().verification
+
+
+def test_verification_file_with_a_duplicate_result_is_refused() -> None:
+    """A failed run that appends `"result":"passed"`: json.loads keeps the pass."""
+    data = _verification_file()
+    failed = data.replace(b'"result":"passed"', b'"result":"failed"')
+    assert failed != data
+    assert _kind(read_verification, failed[:-1] + b',"result":"passed"}') == "duplicate_key"
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b"", "invalid_json"),
+        (b"[1]", "not_an_object"),
+        (b'{"category":"ok"}', "schema_invalid"),
+    ],
+)
+def test_verification_file_that_is_not_the_record_is_refused(data: bytes, kind: str) -> None:
+    assert _kind(read_verification, data) == kind
+
+
+def test_verification_file_with_an_overflowing_number_is_refused() -> None:
+    data = _verification_file().replace(b'"duration_ms":', b'"duration_ms":1e999,"d":', 1)
+    assert _kind(read_verification, data) == "non_finite_number"
+
+
+def test_verification_file_claiming_the_hosts_own_reading_is_refused() -> None:
+    data = unread_verification_record().canonical_bytes()
+    assert _kind(read_verification, data) == "schema_invalid"
+
+
+# ---- worker request records ---------------------------------------------------------------
+
+
+def _request_lines() -> bytes:
+    return b"".join(r.canonical_bytes() + b"\n" for r in _records().worker_requests)
+
+
+def test_request_lines_as_written_are_read() -> None:
+    requests = _records().worker_requests
+    assert len(requests) >= 2
+    assert read_request_lines(_request_lines() + b"\n\n") == requests
+
+
+def test_one_bad_request_line_refuses_them_all() -> None:
+    """A partial count never passes for a complete one: the whole file is refused."""
+    lines = _request_lines().splitlines()
+    truncated = b"\n".join([*lines[:-1], lines[-1][:-5]])
+    assert _kind(read_request_lines, truncated) == "invalid_json"
+
+
+def test_request_line_with_a_duplicate_key_is_refused() -> None:
+    first, *rest = _request_lines().splitlines()
+    assert b'"completion_tokens":' in first
+    doubled = first.replace(b'"completion_tokens":', b'"completion_tokens":0,"completion_tokens":')
+    data = b"\n".join([doubled, *rest])
+    assert _kind(read_request_lines, data) == "duplicate_key"
+
+
+def test_request_line_that_is_not_an_object_is_refused() -> None:
+    assert _kind(read_request_lines, b"[]\n") == "not_an_object"
+    assert _kind(read_request_lines, b'{"index":0}\n') == "schema_invalid"
