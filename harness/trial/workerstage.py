@@ -48,6 +48,9 @@ class WorkerStageFailed(Exception):
 
 @dataclass
 class HostWorker:
+    """The launched worker; built as soon as its process exists, so that its release
+    can record what it found (the process already gone) wherever the trial ends."""
+
     process: asyncio.subprocess.Process | None
     popen_pid: int
     cgroup: Cgroup
@@ -56,6 +59,10 @@ class HostWorker:
     model_sha256: str
     load_ms: int
     started: float
+    exit_status: int | None = None
+    """The worker's exit status as its release found it before signalling: not None
+    means it had exited before the harness stopped it (killed, crashed, or a clean
+    exit nobody asked for). Negative: the signal that ended it."""
 
 
 def _die_with_parent() -> None:
@@ -92,10 +99,17 @@ def _cgroup_release(cgroup: Cgroup) -> Callable[[], Awaitable[tuple[CleanupResul
 
 
 def _process_release(
-    popen: subprocess.Popen[bytes], socket: Path
+    popen: subprocess.Popen[bytes], worker: HostWorker
 ) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
+    """Stop the worker and prove it gone. Before any signal, it asks whether the worker
+    is still running: a worker that exited on its own is a failure of the worker stage
+    (the agent only saw failed requests), and only this moment can tell it apart from
+    the exit that the stop itself causes."""
+    socket = worker.socket
+
     async def release() -> tuple[CleanupResult, ...]:
         began = time.monotonic()
+        worker.exit_status = popen.poll()
         with contextlib.suppress(ProcessLookupError):
             popen.send_signal(signal.SIGTERM)
         try:
@@ -210,7 +224,8 @@ async def start_host_worker(
     except CgroupError:
         raise WorkerStageFailed("worker_exited") from None
 
-    owned.register("worker_process", _process_release(popen, socket))
+    worker = HostWorker(None, popen.pid, cgroup, socket, records, sha256, 0, started)
+    owned.register("worker_process", _process_release(popen, worker))
     assert popen.stdout is not None
     try:
         line = await asyncio.wait_for(asyncio.to_thread(popen.stdout.readline), READY_DEADLINE_S)
@@ -219,16 +234,8 @@ async def start_host_worker(
     if parse_ready_line(line) is None:
         code = popen.poll()
         raise WorkerStageFailed("model_load_failed" if code is not None else "worker_unreachable")
-    return HostWorker(
-        None,
-        popen.pid,
-        cgroup,
-        socket,
-        records,
-        sha256,
-        int((time.monotonic() - started) * 1000),
-        started,
-    )
+    worker.load_ms = int((time.monotonic() - started) * 1000)
+    return worker
 
 
 def read_requests(path: Path) -> tuple[WorkerRequestRecord, ...]:
@@ -239,16 +246,35 @@ def read_requests(path: Path) -> tuple[WorkerRequestRecord, ...]:
     return read_request_lines(path.read_bytes())
 
 
+def worker_category(
+    worker: HostWorker, oom_kills: int | None, records: WorkerCategory = "ok"
+) -> WorkerCategory:
+    """What the worker's end says about the stage, once its release has run. The
+    cgroup's OOM kill count names the cause when it shows one (the kernel killed it
+    under its budget); otherwise a worker that was gone before the harness stopped it
+    exited on its own (its records may then be cut short: the exit is the cause);
+    otherwise what reading its records found (`ok` or `records_invalid`). An unread
+    OOM count cannot turn an early exit into `ok`."""
+    if oom_kills:
+        return "oom_killed"
+    if worker.exit_status is not None:
+        return "worker_exited"
+    return records
+
+
 def worker_record(
-    worker: HostWorker, requests: tuple[WorkerRequestRecord, ...], category: WorkerCategory
+    worker: HostWorker,
+    requests: tuple[WorkerRequestRecord, ...],
+    records: WorkerCategory = "ok",
 ) -> WorkerRecord:
+    """The worker's summary, after its release (which found whether it had exited)."""
     peak = oom = None
     with contextlib.suppress(CgroupError, OSError):
         readings = worker.cgroup.read_memory()
         peak = readings.peak.value if readings.peak.state == "present" else None
         oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
     return WorkerRecord(
-        category="oom_killed" if oom else category,
+        category=worker_category(worker, oom, records),
         placement="host",
         channel="guestfwd_unix",
         model_sha256=worker.model_sha256,
