@@ -20,6 +20,9 @@ GitObjectId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}(?:[0-9a-f
 TrialId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 """128 random bits in hex, minted by the orchestrator for one trial."""
 
+TrialTag = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{8,32}$")]
+"""A trial's tag (the first hex digits of its id): what its host resources are named by."""
+
 Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
 """A profile, task or resource name: lower-case, no spaces, no path separators."""
 

@@ -2,7 +2,8 @@
 
 The record has one `routes` facet; the host reads IPv4 and IPv6 routes apart, so the
 two are joined here: the digest covers both, and the result is the worse of the two
-(changed beats unread beats unchanged).
+(changed beats unread beats unchanged). Items a snapshot left out as another live
+trial's are counted per facet and side, and their trials' tags listed once.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def _comparison(before: list[FacetSnapshot], after: list[FacetSnapshot]) -> Face
             "after_sha256": _digest(after),
             "result": result,
             "raw_bytes": raw,
+            "excluded_before": sum(f.excluded for f in before),
+            "excluded_after": sum(f.excluded for f in after),
         }
     )
 
@@ -56,4 +59,7 @@ def host_state_record(before: HostSnapshot, after: HostSnapshot) -> HostStateRec
         listening_sockets=pick("listening_sockets"),
         cgroups=pick("cgroups"),
         firewall=pick("firewall"),
+        excluded_trials=tuple(
+            sorted({tag for f in (*before.facets, *after.facets) for tag in f.excluded_tags})
+        ),
     )

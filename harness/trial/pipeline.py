@@ -62,7 +62,8 @@ from harness.trial.workerstage import (
     start_host_worker,
     worker_record,
 )
-from host.hoststate.snapshot import take_snapshot
+from host.hoststate.others import live_trial_tags
+from host.hoststate.snapshot import HostSnapshot, take_snapshot
 from host.image.build import GuestImage, ensure_image, failure_record
 from host.image.errors import ImageError
 from host.runtime import (
@@ -651,7 +652,7 @@ class Trial:
 
     async def _run(self, trials_root: Path) -> TrialResult:
         started_ms = int(time.time() * 1000)
-        before = take_snapshot()
+        before = self.host_snapshot(trials_root)
         scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-", dir=trials_root))
         try:
             try:
@@ -678,8 +679,15 @@ class Trial:
         if vm_final is not None:
             self.keep("vm", vm_final)
         with self.step("bundle"):
-            hoststate = host_state_record(before, take_snapshot())
+            hoststate = host_state_record(before, self.host_snapshot(trials_root))
             return self.bundle(started_ms, cleanup, hoststate)
+
+    def host_snapshot(self, trials_root: Path) -> HostSnapshot:
+        """Host state, leaving out what provably belongs to other trials alive now (their
+        leases held): two trials side by side must not fail each other. The tags are
+        listed just before reading, and a trial leases its tag before it acquires
+        anything; this trial's own tag is never left out (host/hoststate/others.py)."""
+        return take_snapshot(exclude_tags=live_trial_tags(trials_root, self.tag))
 
     def bundle(self, started_ms: int, cleanup: list[Any], hoststate: Any) -> TrialResult:
         singles = dict(self.records.singles)

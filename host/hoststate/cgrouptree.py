@@ -4,6 +4,7 @@ Every mounted cgroup hierarchy is listed (not only the ones the harness writes
 into), keyed by hierarchy (`memory`, `cpu,cpuacct`, `unified`, ...), so a cgroup a
 trial left anywhere under a harness parent shows. A hierarchy whose parent does not
 exist is recorded as `null`; one that cannot be listed makes the facet unread.
+Names of other live trials' cgroups (`exclude_tags`) are left out and counted.
 """
 
 from pathlib import Path
@@ -12,10 +13,13 @@ from host.cgroups.errors import CgroupError
 from host.cgroups.listing import list_children
 from host.cgroups.mounts import read_mounts
 from host.hoststate.facet import CanonicalValue, FacetRead
+from host.hoststate.others import cgroup_tag
 
 
-def read_cgroup_tree(mountinfo: Path, parent: str) -> FacetRead:
-    """Sorted names under `parent` per hierarchy key."""
+def read_cgroup_tree(
+    mountinfo: Path, parent: str, exclude_tags: frozenset[str] = frozenset()
+) -> FacetRead:
+    """Sorted names under `parent` per hierarchy key, but those of `exclude_tags`."""
     try:
         mounts = read_mounts(mountinfo)
     except CgroupError as err:
@@ -25,7 +29,8 @@ def read_cgroup_tree(mountinfo: Path, parent: str) -> FacetRead:
     if not mounts:
         return FacetRead("absent")
     tree: dict[str, CanonicalValue] = {}
-    count = 0
+    count = excluded = 0
+    tags: set[str] = set()
     for mount in mounts:
         listing = list_children(mount.mount_point, parent, "")
         if listing.state == "unread":
@@ -33,6 +38,16 @@ def read_cgroup_tree(mountinfo: Path, parent: str) -> FacetRead:
         if listing.state == "absent":
             tree[mount.key] = None
             continue
-        tree[mount.key] = list(listing.names)
-        count += len(listing.names)
-    return FacetRead("present", canonical=tree, count=count)
+        kept: list[CanonicalValue] = []
+        for name in listing.names:
+            tag = cgroup_tag(name)
+            if tag is not None and tag in exclude_tags:
+                excluded += 1
+                tags.add(tag)
+            else:
+                kept.append(name)
+        tree[mount.key] = kept
+        count += len(kept)
+    return FacetRead(
+        "present", canonical=tree, count=count, excluded=excluded, excluded_tags=frozenset(tags)
+    )

@@ -3,7 +3,9 @@
 A reader returns the facet's canonical object (host detail such as interface names
 and addresses, hashed but never kept) or why it has none. The snapshot keeps only
 the state, the digest, a count and, for the firewall, the tool and the raw-bytes
-digest: nothing that names a host path or carries raw text.
+digest: nothing that names a host path or carries raw text. Items left out as another
+live trial's (host/hoststate/others.py) are counted, with that trial's tag, and are
+not in the canonical object or its digest.
 """
 
 import re
@@ -29,10 +31,16 @@ class FacetRead:
     reason: UnreadReason | None = None
     tool: FirewallTool | None = None
     raw_sha256: str | None = None
+    excluded: int = 0
+    """Items left out as another live trial's."""
+    excluded_tags: frozenset[str] = frozenset()
+    """The tags of the trials they belong to."""
 
     def __post_init__(self) -> None:
         if (self.state == "unread") != (self.reason is not None):
             raise ValueError("a reason is given exactly when the facet is unread")
+        if (self.excluded > 0) != bool(self.excluded_tags):
+            raise ValueError("tags are given exactly when items were excluded")
 
 
 @dataclass(frozen=True)
@@ -46,8 +54,15 @@ class FacetSnapshot:
     reason: UnreadReason | None = None
     tool: FirewallTool | None = None
     raw_sha256: str | None = None
+    excluded: int = 0
+    excluded_tags: tuple[str, ...] = ()
+    """Sorted; the tags of the other live trials whose items were left out."""
 
     def __post_init__(self) -> None:
+        if (self.excluded > 0) != bool(self.excluded_tags):
+            raise ValueError("tags are recorded exactly when items were excluded")
+        if self.excluded_tags != tuple(sorted(set(self.excluded_tags))):
+            raise ValueError("excluded tags are sorted and unique")
         if (self.state == "present") != (self.sha256 is not None):
             raise ValueError("a digest is recorded exactly when the facet is present")
         if (self.state == "unread") != (self.reason is not None):

@@ -3,6 +3,8 @@
 The snapshot keeps per facet only its state, the SHA-256 of its canonical JSON, an
 item count and closed categories, so it can go into a receipt as it is. Sources are
 parameters so a test can point one facet at something unreadable and see `unread`.
+Resources of other live trials can be left out (`exclude_tags`, see others.py); the
+facet then records how many items and which tags.
 """
 
 from dataclasses import dataclass, field
@@ -23,6 +25,8 @@ class Sources:
     """Where each facet is read from (the real host by default)."""
 
     proc_net: Path = Path("/proc/self/net")
+    proc: Path = Path("/proc")
+    """Where the processes holding sockets are found (for exclusions)."""
     resolv_conf: Path = Path("/etc/resolv.conf")
     mountinfo: Path = Path("/proc/self/mountinfo")
     harness_parent: str = "harness"
@@ -55,18 +59,25 @@ def reduce(name: FacetName, read: FacetRead) -> FacetSnapshot:
         reason=read.reason,
         tool=read.tool,
         raw_sha256=read.raw_sha256,
+        excluded=read.excluded if read.state == "present" else 0,
+        excluded_tags=tuple(sorted(read.excluded_tags)) if read.state == "present" else (),
     )
 
 
-def take_snapshot(sources: Sources | None = None) -> HostSnapshot:
-    """Read every facet once."""
+def take_snapshot(
+    sources: Sources | None = None, exclude_tags: frozenset[str] = frozenset()
+) -> HostSnapshot:
+    """Read every facet once, leaving out the cgroups and listening sockets that belong
+    to the trials of `exclude_tags` (the caller's list of other live trials)."""
     s = sources or Sources()
     reads: dict[FacetName, FacetRead] = {
         "routes_ipv4": read_ipv4_routes(s.proc_net / "route"),
         "routes_ipv6": read_ipv6_routes(s.proc_net / "ipv6_route"),
         "resolver": read_resolver(s.resolv_conf),
-        "listening_sockets": read_listening_sockets(s.proc_net),
-        "cgroups": read_cgroup_tree(s.mountinfo, s.harness_parent),
+        "listening_sockets": read_listening_sockets(
+            s.proc_net, exclude_tags, proc=s.proc, harness_parent=s.harness_parent
+        ),
+        "cgroups": read_cgroup_tree(s.mountinfo, s.harness_parent, exclude_tags),
         "firewall": read_firewall(
             s.firewall_commands,
             search_path=s.firewall_search_path,

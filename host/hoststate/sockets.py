@@ -4,7 +4,10 @@ Only listening state counts: TCP in LISTEN (0A), and UDP sockets that are bound 
 unconnected (state 07; connect() moves a UDP socket to 01), UDP's equivalent of
 listening. Connected sockets come and go with traffic and are not host state a
 trial could leave behind. The result is a sorted set of (proto, address, port).
-These files describe the network namespace of the reading process.
+These files describe the network namespace of the reading process. A socket whose
+holders all belong to one other live trial (`exclude_tags`, host/hoststate/others.py)
+is left out and counted; one (proto, address, port) held by several sockets stays
+while any of them is not excluded.
 """
 
 import ipaddress
@@ -12,6 +15,7 @@ import struct
 from pathlib import Path
 
 from host.hoststate.facet import CanonicalValue, FacetRead
+from host.hoststate.others import socket_tags
 from host.hoststate.procfile import read_proc_lines
 
 TCP_LISTEN = "0A"
@@ -33,11 +37,15 @@ def decode_address(hex_addr: str) -> str:
     return str(ipaddress.ip_address(packed))
 
 
-def _listening(proto: str, lines: list[str]) -> list[tuple[str, str, int]] | None:
+Row = tuple[str, str, int, int | None]
+"""(proto, address, port, socket inode; None when the row has no readable inode)."""
+
+
+def _listening(proto: str, lines: list[str]) -> list[Row] | None:
     header = lines[0].split()[:4] if lines else []
     if header not in _HEADERS:
         return None
-    out: list[tuple[str, str, int]] = []
+    out: list[Row] = []
     for line in lines[1:]:
         fields = line.split()
         if not fields:
@@ -55,20 +63,45 @@ def _listening(proto: str, lines: list[str]) -> list[tuple[str, str, int]] | Non
         if (proto.startswith("tcp") and state == TCP_LISTEN) or (
             proto.startswith("udp") and state == UDP_UNCONNECTED
         ):
-            out.append((proto, addr, port))
+            inode = int(fields[9]) if len(fields) > 9 and fields[9].isdigit() else None
+            out.append((proto, addr, port, inode))
     return out
 
 
-def read_listening_sockets(proc_net: Path) -> FacetRead:
-    """All four tables; any one unreadable or unparsable makes the facet unread."""
-    found: set[tuple[str, str, int]] = set()
+def read_listening_sockets(
+    proc_net: Path,
+    exclude_tags: frozenset[str] = frozenset(),
+    *,
+    proc: Path = Path("/proc"),
+    harness_parent: str = "harness",
+) -> FacetRead:
+    """All four tables; any one unreadable or unparsable makes the facet unread.
+    Sockets of `exclude_tags` (found through `proc`) are left out and counted."""
+    rows: list[Row] = []
     for proto in SOCKET_FILES:
         lines = read_proc_lines(proc_net / proto)
         if lines is None:
             return FacetRead("unread", reason="read_failed")
-        rows = _listening(proto, lines)
-        if rows is None:
+        table = _listening(proto, lines)
+        if table is None:
             return FacetRead("unread", reason="parse_failed")
-        found.update(rows)
+        rows.extend(table)
+    owners: dict[int, str] = {}
+    if exclude_tags:
+        inodes = {row[3] for row in rows if row[3]}
+        owners = {
+            inode: tag
+            for inode, tag in socket_tags(proc, inodes, harness_parent).items()
+            if tag in exclude_tags
+        }
+    left_out = [row for row in rows if row[3] in owners]
+    found = {(p, a, port) for p, a, port, inode in rows if inode not in owners}
     canonical: list[CanonicalValue] = [[p, a, port] for p, a, port in sorted(found)]
-    return FacetRead("present", canonical=canonical, count=len(canonical))
+    tags = frozenset(owners[row[3]] for row in left_out if row[3] is not None)
+    return FacetRead(
+        "present",
+        canonical=canonical,
+        count=len(canonical),
+        excluded=len(left_out),
+        excluded_tags=tags,
+    )

@@ -199,6 +199,15 @@ def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
         ctx.add("consistency", "oom", "oom_inconsistent", "worker.json")
 
 
+def _host_state_exclusions(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+    """Host state may leave out another live trial's resources, never this trial's own:
+    its tag (the first 16 hex digits of its id) among the excluded would excuse exactly
+    what this trial left behind."""
+    hoststate = records.hoststate
+    if hoststate is not None and trial.trial_id[:16] in hoststate.excluded_trials:
+        ctx.add("consistency", "host_state_exclusions", "exclusion_inconsistent", "hoststate.json")
+
+
 def _timing(ctx: AuditContext, trial: TrialRecord, _records: RecordSet) -> None:
     if trial.ended_unix_ms < trial.started_unix_ms:
         ctx.add("consistency", "timing", "timing_inconsistent", "trial.json")
@@ -217,6 +226,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model_reference", _model_reference),
     ("verification_counts", _verification_counts),
     ("oom", _oom),
+    ("host_state_exclusions", _host_state_exclusions),
     ("timing", _timing),
 )
 

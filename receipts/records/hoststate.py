@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from receipts.records.base import Part, Record
-from receipts.types import Sha256Hex
+from receipts.types import Count, Sha256Hex, TrialTag
 
 Comparison = Literal["unchanged", "changed", "unread"]
 
@@ -18,23 +18,47 @@ class FacetComparison(Part):
     `raw_bytes` reports separately whether the un-normalized bytes differed, so a
     normalization that hides a real change can be seen; `not_compared` for facets
     whose raw bytes are not kept apart (their digest is over parsed rows).
+
+    `excluded_before` / `excluded_after`: items left out of that snapshot because they
+    provably belonged to another trial that was alive then (its lease held; a cgroup
+    named for it, a listening socket held only by its processes). The digests and the
+    result are over what remained. Only `cgroups` and `listening_sockets` exclude.
     """
 
     before_sha256: Sha256Hex | None
     after_sha256: Sha256Hex | None
     result: Comparison
     raw_bytes: Literal["same", "differ", "unread", "not_compared"]
+    excluded_before: Count
+    excluded_after: Count
 
 
 class HostStateRecord(Record):
-    schema_: Literal["harness.receipt.hoststate/1"] = Field(
-        "harness.receipt.hoststate/1", alias="schema"
+    """`excluded_trials`: the tags of the other live trials whose items some facet left
+    out (sorted, unique); empty exactly when nothing was left out. The audit refuses
+    this trial's own tag here (a trial cannot excuse what it left behind)."""
+
+    schema_: Literal["harness.receipt.hoststate/2"] = Field(
+        "harness.receipt.hoststate/2", alias="schema"
     )
     routes: FacetComparison
     resolver: FacetComparison
     listening_sockets: FacetComparison
     cgroups: FacetComparison
     firewall: FacetComparison
+    excluded_trials: Annotated[tuple[TrialTag, ...], Field(max_length=64)]
 
     def facets(self) -> tuple[FacetComparison, ...]:
         return (self.routes, self.resolver, self.listening_sockets, self.cgroups, self.firewall)
+
+    @model_validator(mode="after")
+    def _exclusions_are_accounted(self) -> HostStateRecord:
+        if self.excluded_trials != tuple(sorted(set(self.excluded_trials))):
+            raise ValueError("excluded_trials is sorted and unique")
+        never = (self.routes, self.resolver, self.firewall)
+        if any(f.excluded_before or f.excluded_after for f in never):
+            raise ValueError("only cgroups and listening sockets exclude items")
+        excluded = any(f.excluded_before or f.excluded_after for f in self.facets())
+        if excluded != bool(self.excluded_trials):
+            raise ValueError("excluded_trials is non-empty exactly when items were excluded")
+        return self

@@ -43,7 +43,14 @@ def replace(record: Record, **changes: Any) -> Any:
 
 
 def _unchanged() -> FacetComparison:
-    return FacetComparison(before_sha256=D1, after_sha256=D1, result="unchanged", raw_bytes="same")
+    return FacetComparison(
+        before_sha256=D1,
+        after_sha256=D1,
+        result="unchanged",
+        raw_bytes="same",
+        excluded_before=0,
+        excluded_after=0,
+    )
 
 
 def hoststate(**facets: FacetComparison) -> HostStateRecord:
@@ -52,7 +59,7 @@ def hoststate(**facets: FacetComparison) -> HostStateRecord:
         for name in ("routes", "resolver", "listening_sockets", "cgroups", "firewall")
     }
     base.update(facets)
-    return HostStateRecord(**base)
+    return HostStateRecord(**base, excluded_trials=())
 
 
 def _requests() -> tuple[WorkerRequestRecord, ...]:

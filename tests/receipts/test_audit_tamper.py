@@ -366,6 +366,17 @@ def _oom_inconsistent() -> bytes:
     )
 
 
+def _own_tag_excluded() -> bytes:
+    """Host state that left out items as if they were another trial's, naming this
+    trial's own tag: everything else about the record is well-formed."""
+    records = accepted_model_trial()
+    assert records.trial is not None and records.hoststate is not None
+    own = records.trial.trial_id[:16]
+    cgroups = records.hoststate.cgroups.model_copy(update={"excluded_after": 1})
+    excused = replace(records.hoststate, cgroups=cgroups, excluded_trials=(own,))
+    return tamper.forge_records(with_changes(records, hoststate=excused))
+
+
 def _timing() -> bytes:
     records = accepted_model_trial()
     assert records.trial is not None
@@ -461,6 +472,7 @@ CASES: dict[str, Case] = {
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
     ),
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
+    "own_tag_excluded": Case(_own_tag_excluded, "exclusion_inconsistent", "host_state_exclusions"),
     "timing": Case(_timing, "timing_inconsistent", "timing"),
 }
 
@@ -559,7 +571,12 @@ def test_host_state_change_is_a_valid_receipt_with_a_failing_verdict() -> None:
     records = accepted_model_trial()
     assert records.trial is not None
     changed = FacetComparison(
-        before_sha256="1" * 64, after_sha256="2" * 64, result="changed", raw_bytes="differ"
+        before_sha256="1" * 64,
+        after_sha256="2" * 64,
+        result="changed",
+        raw_bytes="differ",
+        excluded_before=0,
+        excluded_after=0,
     )
     records = dataclasses.replace(
         records,

@@ -58,7 +58,9 @@ def test_every_kind_names_a_versioned_schema_of_its_own() -> None:
     ids = [kind.model.schema_id() for kind in KINDS]
     assert len(set(ids)) == len(ids)
     for kind, schema_id in zip(KINDS, ids, strict=True):
-        assert schema_id == f"harness.receipt.{kind.name.removesuffix('s')}/1" or schema_id in {
+        name, _, version = schema_id.partition("/")
+        assert version in {"1", "2"}  # hoststate/2: exclusions of other live trials
+        assert name == f"harness.receipt.{kind.name.removesuffix('s')}" or schema_id in {
             "harness.receipt.worker_request/1",
             "harness.receipt.agent_turn/1",
             "harness.receipt.tool_call/1",
@@ -148,3 +150,41 @@ def test_verification_digests_are_absent_exactly_in_the_unread_stand_in(
         final_diff_sha256=None,
     )
     assert stand_in.task_sha256 is None  # the positive control: the stand-in itself is valid
+
+
+def _with_exclusions(facet: str, before: int, after: int, tags: tuple[str, ...]) -> object:
+    from receipts.records import HostStateRecord
+
+    record = accepted_model_trial().hoststate
+    assert record is not None
+    data = record.model_dump(by_alias=True)
+    data[facet] = {**data[facet], "excluded_before": before, "excluded_after": after}
+    data["excluded_trials"] = tags
+    return HostStateRecord.model_validate(data)
+
+
+def test_host_state_exclusions_name_their_trials() -> None:
+    other = "0123456789abcdef"
+    record = _with_exclusions("cgroups", 0, 2, (other,))
+    assert record is not None
+    _with_exclusions("listening_sockets", 1, 0, (other, "fedcba9876543210"))
+
+
+@pytest.mark.parametrize(
+    ("facet", "before", "after", "tags"),
+    [
+        ("cgroups", 0, 1, ()),  # excluded, but no trial named
+        ("cgroups", 0, 0, ("0123456789abcdef",)),  # a trial named, nothing excluded
+        ("routes", 1, 0, ("0123456789abcdef",)),  # routes are never excluded
+        ("firewall", 0, 1, ("0123456789abcdef",)),
+        ("resolver", 0, 1, ("0123456789abcdef",)),
+        ("cgroups", 0, 1, ("fedcba9876543210", "0123456789abcdef")),  # unsorted
+        ("cgroups", 0, 1, ("0123456789abcdef", "0123456789abcdef")),  # duplicate
+        ("cgroups", 0, 1, ("not-a-tag",)),
+    ],
+)
+def test_host_state_exclusions_must_be_accounted(
+    facet: str, before: int, after: int, tags: tuple[str, ...]
+) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        _with_exclusions(facet, before, after, tags)

@@ -92,6 +92,8 @@ def test_host_state_must_be_unchanged(result: str, verdict: str) -> None:
         after_sha256=None,
         result=result,
         raw_bytes="unread",
+        excluded_before=0,
+        excluded_after=0,
     )
     records = dataclasses.replace(_base(), hoststate=hoststate(firewall=facet))
     assert derive_verdict(records) == verdict

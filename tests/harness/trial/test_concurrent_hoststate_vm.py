@@ -1,0 +1,98 @@
+"""A whole trial in a real QEMU guest (TCG here) while another "trial" lives beside it:
+a second lease held by this process, and a real process in that trial's cgroup
+(`trial-<tag>`) listening on a TCP port, both appearing after the first snapshot. With
+the lease held they are left out and named in hoststate.json; without it (the
+control) the same resources fail the trial's host-state check."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.trial.pipeline import Trial
+from host.cgroups import Cgroup, detect, spawn_in_cgroup
+from host.vm.lease import TrialLease
+from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records
+
+pytestmark = pytest.mark.integration
+
+LISTENER = (
+    "import socket, time\n"
+    "s = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\n"
+    "print('listening', flush=True)\ntime.sleep(600)\n"
+)
+
+
+class NeighbourAppearsDuringAgent(Trial):
+    """Before its agent runs, another trial's cgroup and listening process appear."""
+
+    other_tag = secrets.token_hex(8)
+    hold_lease = True
+    lease: TrialLease | None = None
+    cgroup: Cgroup | None = None
+    listener: subprocess.Popen[bytes] | None = None
+    hierarchies = 0
+    """In how many cgroup hierarchies the neighbour's cgroup appears (v1: one per
+    controller mount; each is one entry of the cgroups facet)."""
+
+    async def stage_agent(self) -> None:
+        if self.hold_lease:
+            self.lease = TrialLease(self.o.cache / "trials", self.other_tag)
+            self.lease.acquire()
+        hierarchy = detect()
+        self.cgroup = hierarchy.create(f"trial-{self.other_tag}")
+        listings = hierarchy.list_names(prefix=f"trial-{self.other_tag}").values()
+        self.hierarchies = sum(self.cgroup.name in listing.names for listing in listings)
+        self.listener = spawn_in_cgroup(
+            self.cgroup, [sys.executable, "-c", LISTENER], stdout=subprocess.PIPE
+        )
+        assert self.listener.stdout is not None
+        assert self.listener.stdout.readline() == b"listening\n"
+        await super().stage_agent()
+
+    def neighbour_gone(self) -> None:
+        if self.listener is not None:
+            self.listener.kill()
+            self.listener.wait()
+        if self.cgroup is not None:
+            with contextlib.suppress(Exception):
+                self.cgroup.kill_members()
+            self.cgroup.remove()
+        if self.lease is not None:
+            self.lease.release()
+
+
+@pytest.mark.parametrize("hold_lease", [True, False])
+async def test_a_live_neighbours_resources_are_left_out_and_named(
+    tmp_path: Path, hold_lease: bool
+) -> None:
+    trial = NeighbourAppearsDuringAgent(_options(tmp_path, "py-one-line-fix", "solution"))
+    trial.hold_lease = hold_lease
+    try:
+        result = await trial.run()
+    finally:
+        trial.neighbour_gone()
+    assert result.valid
+    records = _records(result)
+    hoststate = records.hoststate
+    assert hoststate is not None
+    if hold_lease:
+        assert result.verdict == "accepted"
+        assert {f.result for f in hoststate.facets()} == {"unchanged"}
+        assert hoststate.excluded_trials == (trial.other_tag,)
+        assert trial.hierarchies >= 1
+        assert hoststate.cgroups.excluded_before == 0
+        assert hoststate.cgroups.excluded_after == trial.hierarchies
+        assert hoststate.listening_sockets.excluded_before == 0
+        assert hoststate.listening_sockets.excluded_after == 1
+    else:
+        assert result.verdict == "failed_host_state"
+        assert hoststate.cgroups.result == "changed"
+        assert hoststate.listening_sockets.result == "changed"
+        assert hoststate.excluded_trials == ()
+    _no_leftovers(result)
