@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from receipts.records.base import Record
+from receipts.records.hostreading import HOST_READINGS, HostReading
 from receipts.records.trial import Policy
 from receipts.types import ByteCount, Count, Index, Millis
 
@@ -25,15 +26,17 @@ AgentCategory = Literal[
     "worker_unreachable",
     "worker_error",
     "agent_crashed",
-    "records_invalid",
+    HostReading,
 ]
 """How the loop ended. The first seven are normal ends within budget; verification decides.
-`records_invalid` is the host's reading, not the guest's: the agent's record file was not
-strict JSON of its closed shape, so nothing of it was kept and every count is 0 because
-nothing was read, not because nothing happened."""
+The host readings (receipts/records/hostreading.py) are the host's, not the guest's: the
+agent's record file was not strict JSON of its closed shape (`records_invalid`), or the
+agent's command ended without writing one it could trust (`gate_refused`,
+`killed_by_signal`, `deadline_exceeded`, `exited_nonzero`); nothing of the file was kept
+and every count is 0 because nothing was read, not because nothing happened."""
 
 AGENT_FAILURES: frozenset[str] = frozenset(
-    {"worker_unreachable", "worker_error", "agent_crashed", "records_invalid"}
+    {"worker_unreachable", "worker_error", "agent_crashed", *HOST_READINGS}
 )
 
 TurnKind = Literal["tool_call", "text", "invalid_tool_call", "refused"]

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from receipts.records.agent import NetIsolation
 from receipts.records.base import Record
+from receipts.records.hostreading import HOST_READINGS, HostReading
 from receipts.types import Count, Millis, Sha256Hex
 
 VerificationCategory = Literal[
@@ -18,10 +19,14 @@ VerificationCategory = Literal[
     "report_inconsistent",
     "workspace_unreadable",
     "net_isolation_unavailable",
-    "records_invalid",
+    HostReading,
 ]
-"""How verification ended. `records_invalid` is the host's reading, not the guest's: the
-verifier's record file was not strict JSON of this schema, so nothing of it was kept."""
+"""How verification ended. The host readings (receipts/records/hostreading.py) are the
+host's, not the guest's: the verifier's record file was not strict JSON of this schema
+(`records_invalid`), or its command ended without writing one it could trust
+(`gate_refused`, `killed_by_signal`, `deadline_exceeded`, `exited_nonzero`); nothing of
+it was kept. `timeout` is the guest's own reading: the hidden tests ran past their
+deadline and the verifier said so in its record."""
 
 
 class VerificationRecord(Record):
@@ -31,7 +36,8 @@ class VerificationRecord(Record):
     category: VerificationCategory
     result: Literal["passed", "failed"]
     task_sha256: Sha256Hex | None
-    """The task the guest verified; None exactly when its record was not read."""
+    """The task the guest verified; None exactly when its record was not read (a host
+    reading)."""
     tests_passed: Count
     tests_failed: Count
     tests_errored: Count
@@ -39,16 +45,17 @@ class VerificationRecord(Record):
     """The agent modified a file the task declares as a fixture."""
     files_changed: Count
     final_diff_sha256: Sha256Hex | None
-    """None exactly when the record was not read (`records_invalid`)."""
+    """None exactly when the record was not read (a host reading)."""
     net_isolation: NetIsolation
     """Whether the hidden tests ran without a network, as read back in their namespace."""
     duration_ms: Millis
 
     @model_validator(mode="after")
     def _unread_only_when_invalid(self) -> VerificationRecord:
-        """A digest is absent only in the host's stand-in for an unreadable record, and that
-        stand-in never passes: otherwise a record without a task digest could be accepted."""
-        unread = self.category == "records_invalid"
+        """A digest is absent only in the host's stand-in for a record it could not read
+        (any host reading), and that stand-in never passes: otherwise a record without a
+        task digest could be accepted."""
+        unread = self.category in HOST_READINGS
         digests_absent = (self.task_sha256 is None, self.final_diff_sha256 is None)
         if digests_absent != (unread, unread) or (unread and self.result != "failed"):
             raise ValueError("digests are absent exactly when the record was not read")

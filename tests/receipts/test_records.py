@@ -9,6 +9,7 @@ import pytest
 
 from receipts.records import CleanupRecord, VmRecord
 from receipts.records.base import Part, Record
+from receipts.records.hostreading import HOST_READINGS
 from receipts.recordset import KINDS, RecordSet, classify_entry
 from tests.receipts.builders import accepted_model_trial, replace
 
@@ -188,3 +189,20 @@ def test_host_state_exclusions_must_be_accounted(
 ) -> None:
     with pytest.raises(pydantic.ValidationError):
         _with_exclusions(facet, before, after, tags)
+
+
+@pytest.mark.parametrize("reading", sorted(HOST_READINGS))
+def test_every_host_reading_is_a_verification_stand_in_without_digests(reading: str) -> None:
+    """Every host reading of the verifier (its file refused, or its command ended without
+    one) is a record that was not read: no digests, never passed. Mutation control: the
+    check back to `records_invalid` only refuses the stand-ins of the four command
+    failures (their absent digests)."""
+    verification = accepted_model_trial().verification
+    assert verification is not None
+    unread = {"category": reading, "result": "failed", "task_sha256": None}
+    stand_in = replace(verification, **unread, final_diff_sha256=None)
+    assert stand_in.category == reading
+    with pytest.raises(pydantic.ValidationError):
+        replace(verification, **{**unread, "result": "passed"}, final_diff_sha256=None)
+    with pytest.raises(pydantic.ValidationError):
+        replace(verification, category=reading, result="failed")  # digests kept

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from receipts.records import FacetComparison
+from receipts.records.hostreading import HOST_READINGS
 from receipts.recordset import RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage
 from tests.receipts.builders import (
@@ -167,3 +168,17 @@ def test_a_crash_claimed_for_a_stage_not_run_is_never_accepted() -> None:
     )
     assert first_failed_stage(records) is None
     assert derive_verdict(records) == "failed_internal"
+
+
+@pytest.mark.parametrize("reading", sorted(HOST_READINGS))
+def test_every_host_reading_of_the_agent_fails_the_agent_stage(reading: str) -> None:
+    """A host reading means the agent's record was not read (refused, or its command ended
+    without one): the agent did not run to an end of its own, so the verdict is
+    failed_agent, never the hidden tests' say. Mutation control: HOST_READINGS outside
+    AGENT_FAILURES makes every case `accepted`."""
+    records = _base()
+    assert records.agent is not None
+    agent = replace(records.agent, category=reading, turns=0, tool_calls=0)
+    records = dataclasses.replace(records, agent=agent, agent_turns=(), tool_calls=())
+    assert first_failed_stage(records) == "agent"
+    assert derive_verdict(records) == "failed_agent"
