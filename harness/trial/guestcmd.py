@@ -2,7 +2,8 @@
 
 The gate's source travels on the command's stdin (`python3 -I -B -S - ARGS`), so the
 check that runs first is the host's own copy, not a file on the guest's disk; its
-first output line is `HARNESS-GATE {...}` with a GateCategory.
+first output line is `HARNESS-GATE {...}` with a GateCategory. How a gated command
+ended, as the host reads it, is `command_failure`'s closed answer.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from pydantic import ValidationError
 
 from guest.gate import bootstrap
 from harness.trial.guestrecords import GuestOutputInvalid, strict_object
+from host.ssh import CommandResult
+from host.ssh.errors import SshError
 from receipts.records.base import Part
 from receipts.records.gate import GateCategory
+from receipts.records.hostreading import GuestCommandFailure
 from receipts.types import Count, Sha256Hex
 
 GATE_SOURCE = Path(bootstrap.__file__).read_bytes()
@@ -61,3 +65,29 @@ def parse_gate_line(stdout: bytes) -> GateLine | None:
         return GateLine.model_validate_json(payload)
     except (GuestOutputInvalid, ValidationError):
         return None
+
+
+def command_failure(result: CommandResult) -> GuestCommandFailure | None:
+    """How a gated command that returned ended, as the host reads it; None when it exited 0
+    and the gate did not refuse (its record file is then read and judged on its own).
+
+    A gate line that names a refusal wins over the exit status: the module never ran, so
+    whatever the exit says is the gate's (it exits 3), and a file left behind is not the
+    module's. Then a signal that SSH reported, then any non-zero status. The exit status
+    is not read as a signal (a shell's 128+N is also a program's own exit code), and a
+    gate line that is absent or unread is no refusal (a command that died before the gate
+    spoke is `exited_nonzero`, which is what was seen).
+
+    A channel that closed with neither an exit status nor a signal did not say how the
+    command ended: that is the SSH channel failing (`protocol_error`, named by the VM's
+    record as for any SSH failure), not evidence about the command."""
+    line = parse_gate_line(result.stdout)
+    if line is not None and line.category != "ok":
+        return "gate_refused"
+    if result.exit_signal is not None:
+        return "killed_by_signal"
+    if result.exit_status is None:
+        raise SshError("protocol_error")
+    if result.exit_status != 0:
+        return "exited_nonzero"
+    return None

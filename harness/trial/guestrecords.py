@@ -8,8 +8,9 @@ generic exception that ended the trial as `failed_internal` (our defect) instead
 naming what the guest did. Here every read goes through `receipts.strictjson` (the one
 definition of strict JSON) and then the record's closed schema, and every refusal is a
 `GuestOutputInvalid` with a closed `kind`. The pipeline turns a refusal into the
-stage's `records_invalid` category; the stand-in records for that are built here too,
-so their shape is tested without a VM.
+stage's `records_invalid` category; the stand-in records for that, and for a command
+that ended without a record (guestcmd.command_failure), are built here too, so their
+shape is tested without a VM.
 
 All or nothing: a file with one bad line is refused whole. Keeping the lines that did
 parse would let a partial file pass for a complete count.
@@ -29,6 +30,7 @@ from receipts.records import (
     VerificationRecord,
     WorkerRequestRecord,
 )
+from receipts.records.hostreading import HOST_READINGS, HostReading
 from receipts.records.trial import Policy
 from receipts.strictjson import JsonValue, StrictJsonError, StrictJsonKind, loads_strict
 
@@ -74,7 +76,9 @@ def strict_object(data: bytes) -> dict[str, JsonValue]:
 
 def read_agent_output(data: bytes) -> AgentOutput:
     """The agent's record file: `{agent, turns, tool_calls}` of closed records, exactly. An
-    agent record that claims the host's own `records_invalid` reading is refused too."""
+    agent record that claims one of the host's own readings (`records_invalid`,
+    `exited_nonzero`, ...) is refused too: a guest could otherwise pass off a record with
+    its counts for the host's stand-in."""
     value = strict_object(data)
     turns, calls = value.get("turns"), value.get("tool_calls")
     if sorted(value) != list(AGENT_PARTS) or not isinstance(turns, list):
@@ -89,20 +93,20 @@ def read_agent_output(data: bytes) -> AgentOutput:
         )
     except ValidationError:
         raise GuestOutputInvalid("schema_invalid") from None
-    if output.agent.category == "records_invalid":
+    if output.agent.category in HOST_READINGS:
         raise GuestOutputInvalid("schema_invalid")
     return output
 
 
 def read_verification(data: bytes) -> VerificationRecord:
-    """The verifier's record file: one closed VerificationRecord. A record that claims the
-    host's own `records_invalid` stand-in is refused too: only the host reads it so."""
+    """The verifier's record file: one closed VerificationRecord. A record that claims one of
+    the host's own readings is refused too: only the host reads a command's end so."""
     strict_object(data)
     try:
         record = VerificationRecord.model_validate_json(data)
     except ValidationError:
         raise GuestOutputInvalid("schema_invalid") from None
-    if record.category == "records_invalid":
+    if record.category in HOST_READINGS:
         raise GuestOutputInvalid("schema_invalid")
     return record
 
@@ -121,12 +125,12 @@ def read_request_lines(data: bytes) -> tuple[WorkerRequestRecord, ...]:
     return tuple(records)
 
 
-def unread_agent_record(policy: Policy) -> AgentRecord:
-    """The agent stage's record when its file was refused: the failure is named, and every
-    count is 0 because nothing was read (no turn or tool-call record is kept either, so
-    the audit's counts still agree)."""
+def unread_agent_record(policy: Policy, reading: HostReading = "records_invalid") -> AgentRecord:
+    """The agent stage's record when its file was refused, or its command ended without one
+    (`reading` names which): the failure is named, and every count is 0 because nothing
+    was read (no turn or tool-call record is kept either, so the audit's counts agree)."""
     return AgentRecord(
-        category="records_invalid",
+        category=reading,
         policy=policy,
         turns=0,
         tool_calls=0,
@@ -137,11 +141,12 @@ def unread_agent_record(policy: Policy) -> AgentRecord:
     )
 
 
-def unread_verification_record() -> VerificationRecord:
-    """The verification stage's record when its file was refused: failed, no digests (none
-    was read), counts 0 and network isolation `unread`."""
+def unread_verification_record(reading: HostReading = "records_invalid") -> VerificationRecord:
+    """The verification stage's record when its file was refused, or its command ended
+    without one (`reading` names which): failed, no digests (none was read), counts 0 and
+    network isolation `unread`."""
     return VerificationRecord(
-        category="records_invalid",
+        category=reading,
         result="failed",
         task_sha256=None,
         tests_passed=0,

@@ -29,7 +29,13 @@ from guest.task import load_task, task_digest
 from harness.dispatch import DispatchRefused, admit
 from harness.profiles import Profile
 from harness.source import bind_source
-from harness.trial.guestcmd import GATE_SOURCE, READ_ONLY, gated_command, parse_gate_line
+from harness.trial.guestcmd import (
+    GATE_SOURCE,
+    READ_ONLY,
+    command_failure,
+    gated_command,
+    parse_gate_line,
+)
 from harness.trial.guestdisk import probe_disk
 from harness.trial.guestrecords import (
     GuestOutputInvalid,
@@ -92,7 +98,8 @@ from receipts.records import (
     WorkerRecord,
     WorkerRequestRecord,
 )
-from receipts.records.trial import STAGE_ORDER, Placement, Stage, Verdict
+from receipts.records.hostreading import GuestCommandFailure
+from receipts.records.trial import STAGE_ORDER, Placement, Policy, Stage, Verdict
 from receipts.records.vm import VmCategory
 from receipts.records.worker import WorkerCategory
 from receipts.recordset import RecordSet
@@ -246,6 +253,31 @@ class Trial:
     ) -> CommandResult:
         """Run a command in the guest (stdin carries the gate's source when gated)."""
         return await self.live_session().run(command, deadline_s=deadline_s, stdin=stdin)
+
+    async def gated(
+        self, module: str, args: list[str], deadline_s: float
+    ) -> GuestCommandFailure | None:
+        """Run `module` in the guest through the runtime gate; how it ended as the host reads
+        it (guestcmd.command_failure), or None when the gate let it run and it exited 0.
+
+        Why not just the exit status: a stage that raised on a non-zero exit wrote no
+        record, so a crashed, killed or refused agent or verifier left a receipt that did
+        not audit (record_missing). The host's deadline passing is `deadline_exceeded`
+        only while QEMU still runs; if QEMU is gone the SSH error goes on, and the VM's
+        record names the failure (`qemu_exited`) as for any lost guest."""
+        assert self.runtime is not None
+        command = gated_command(self.runtime.pins_sha256, module, *args)
+        try:
+            result = await self.guest(command, deadline_s, stdin=GATE_SOURCE)
+        except SshError as exc:
+            if exc.category != "command_timeout" or self._vm_gone():
+                raise
+            return "deadline_exceeded"
+        return command_failure(result)
+
+    @property
+    def policy(self) -> Policy:
+        return "model" if self.o.script is None else "scripted"
 
     # ---- stages --------------------------------------------------------------------------
     def stage_preflight(self) -> None:
@@ -493,19 +525,14 @@ class Trial:
                 str(inference.request_deadline_s),
             ]
         deadline = float(profile.agent.wall_deadline_s) + 60.0
-        run = await self.guest(
-            gated_command(self.runtime.pins_sha256, "guest.agent", *args),
-            deadline,
-            stdin=GATE_SOURCE,
-        )
-        if run.exit_status != 0:
+        failure = await self.gated("guest.agent", args, deadline)
+        if failure is not None:
+            self.keep("agent", unread_agent_record(self.policy, failure))
             raise StageFailed
         try:
             output = read_agent_output(await self.fetch_output(f"{WORK}/agent.json"))
         except GuestOutputInvalid:
-            self.keep(
-                "agent", unread_agent_record("model" if self.o.script is None else "scripted")
-            )
+            self.keep("agent", unread_agent_record(self.policy))
             raise StageFailed from None
         self.keep("agent", output.agent)
         self.records.turns, self.records.tool_calls = output.turns, output.tool_calls
@@ -554,12 +581,9 @@ class Trial:
                 f"{WORK}/verification.json",
             ]
             task = load_task(self.task_dir)
-            run = await self.guest(
-                gated_command(self.runtime.pins_sha256, "guest.verify", *args),
-                float(task.hidden.deadline_s) + 60.0,
-                stdin=GATE_SOURCE,
-            )
-            if run.exit_status != 0:
+            failure = await self.gated("guest.verify", args, float(task.hidden.deadline_s) + 60.0)
+            if failure is not None:
+                self.keep("verification", unread_verification_record(failure))
                 raise StageFailed
         try:
             record = read_verification(await self.fetch_output(f"{WORK}/verification.json"))

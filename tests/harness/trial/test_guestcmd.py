@@ -1,5 +1,7 @@
-"""The gate's verdict line as the host reads it (harness/trial/guestcmd.py). No VM: the
-line is the one guest/gate/bootstrap.py `report` prints, and damaged copies of it."""
+"""The gate's verdict line and a gated command's end as the host reads them
+(harness/trial/guestcmd.py). No VM: the line is the one guest/gate/bootstrap.py
+`report` prints, and damaged copies of it; the ends are CommandResults as the SSH
+client builds them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from contextlib import redirect_stdout
 import pytest
 
 from guest.gate.bootstrap import report
-from harness.trial.guestcmd import parse_gate_line
+from harness.trial.guestcmd import command_failure, parse_gate_line
+from host.ssh import CommandResult
+from host.ssh.errors import SshError
 
 PINS = "ab" * 32
 
@@ -60,3 +64,49 @@ def test_a_line_that_is_not_the_closed_verdict_is_unread(payload: bytes) -> None
 def test_no_gate_line_is_unread() -> None:
     assert parse_gate_line(b"") is None
     assert parse_gate_line(b"Traceback (most recent call last):\n" + _line()) is None
+
+
+def _ended(exit_status: int | None, stdout: bytes, signal: str | None = None) -> CommandResult:
+    return CommandResult(
+        exit_status=exit_status,
+        exit_signal=signal,
+        stdout=stdout,
+        stderr=b"",
+        stdout_truncated=False,
+        stderr_truncated=False,
+        duration_ms=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("exit_status", "stdout", "signal", "failure"),
+    [
+        (0, _line(), None, None),  # the positive control: the record file is read next
+        (3, _line("pycache_present", 4), None, "gate_refused"),
+        # a refusal with a success exit is still a refusal: the module never ran
+        (0, _line("digest_mismatch", 1), None, "gate_refused"),
+        (None, _line(), "KILL", "killed_by_signal"),
+        (1, _line(), None, "exited_nonzero"),
+        # 137 is not read as SIGKILL: a program may exit 137 by itself
+        (137, _line(), None, "exited_nonzero"),
+        # the gate never spoke (no python3, a crash before its line): what was seen is
+        # a non-zero exit, not a guessed refusal
+        (127, b"", None, "exited_nonzero"),
+        (3, b"HARNESS-GATE " + b'{"category":"fine"}\n', None, "exited_nonzero"),
+    ],
+)
+def test_a_gated_commands_end_is_named(
+    exit_status: int | None, stdout: bytes, signal: str | None, failure: str | None
+) -> None:
+    """Mutation controls: without the gate-line check the two refusals read as
+    exited_nonzero / None; without the signal check the kill raises protocol_error; with
+    the exit status alone, refused-but-0 is None."""
+    assert command_failure(_ended(exit_status, stdout, signal)) == failure
+
+
+def test_a_channel_that_says_nothing_of_the_end_is_an_ssh_failure() -> None:
+    """Neither an exit status nor a signal: the channel did not report how the command
+    ended, so nothing is claimed about the command (the VM's record names SSH)."""
+    with pytest.raises(SshError) as info:
+        command_failure(_ended(None, _line()))
+    assert info.value.category == "protocol_error"

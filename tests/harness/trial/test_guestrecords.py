@@ -23,6 +23,7 @@ from harness.trial.guestrecords import (
     unread_verification_record,
 )
 from receipts.canonical import canonical
+from receipts.records.hostreading import HOST_READINGS
 from receipts.recordset import RecordSet
 from tests.receipts.builders import accepted_model_trial
 
@@ -121,19 +122,24 @@ def test_agent_file_with_a_record_outside_its_schema_is_refused() -> None:
     assert _kind(read_agent_output, data) == "schema_invalid"
 
 
-def test_agent_file_claiming_the_hosts_own_reading_is_refused() -> None:
-    """`records_invalid` is said only by the host; a guest saying it is not believed."""
+@pytest.mark.parametrize("reading", sorted(HOST_READINGS))
+def test_agent_file_claiming_the_hosts_own_reading_is_refused(reading: str) -> None:
+    """The host readings (`records_invalid`, `exited_nonzero`, ...) are said only by the
+    host; a guest saying one, with counts of its choosing, is not believed. Mutation
+    control: the check back to `== "records_invalid"` lets the other four through."""
     records = _records()
     assert records.agent is not None
-    claimed = records.agent.model_copy(update={"category": "records_invalid"})
+    claimed = records.agent.model_copy(update={"category": reading})
     data = _agent_file(dataclasses.replace(records, agent=claimed))
     assert _kind(read_agent_output, data) == "schema_invalid"
 
 
-def test_unread_agent_record_names_the_failure_with_nothing_counted() -> None:
-    record = unread_agent_record("model")
-    assert record.category == "records_invalid" and record.policy == "model"
+@pytest.mark.parametrize("reading", sorted(HOST_READINGS))
+def test_unread_agent_record_names_the_failure_with_nothing_counted(reading: str) -> None:
+    record = unread_agent_record("model", reading)  # type: ignore[arg-type]
+    assert record.category == reading and record.policy == "model"
     assert (record.turns, record.tool_calls, record.prompt_tokens_total) == (0, 0, 0)
+    assert unread_agent_record("scripted").category == "records_invalid"
 
 
 # ---- verification.json --------------------------------------------------------------------
@@ -174,8 +180,10 @@ def test_verification_file_with_an_overflowing_number_is_refused() -> None:
     assert _kind(read_verification, data) == "non_finite_number"
 
 
-def test_verification_file_claiming_the_hosts_own_reading_is_refused() -> None:
-    data = unread_verification_record().canonical_bytes()
+@pytest.mark.parametrize("reading", sorted(HOST_READINGS))
+def test_verification_file_claiming_the_hosts_own_reading_is_refused(reading: str) -> None:
+    """Mutation control: the check back to `== "records_invalid"` lets the other four in."""
+    data = unread_verification_record(reading).canonical_bytes()  # type: ignore[arg-type]
     assert _kind(read_verification, data) == "schema_invalid"
 
 

@@ -395,3 +395,114 @@ def test_host_worker_records_that_do_not_read_fail_the_worker_stage(tmp_path: Pa
     trial.worker_requests = ()
     result = _bundle(trial, records)
     assert (result.valid, result.verdict) == (True, "failed_worker")
+
+
+# ---- a gated guest command that ends without a record (a fake guest, no VM) ---------------
+
+GATE_OK = b'HARNESS-GATE {"category":"ok","files_verified":12,"pin_table_sha256":"' + b"c" * 64
+GATE_REFUSED = GATE_OK.replace(b'"ok"', b'"digest_mismatch"')
+
+ENDS: dict[str, CommandResult | SshError] = {
+    "gate_refused": _probe(3, GATE_REFUSED + b'"}\n'),
+    "killed_by_signal": CommandResult(None, "KILL", GATE_OK + b'"}\n', b"", False, False, 1),
+    "deadline_exceeded": SshError("command_timeout"),
+    "exited_nonzero": _probe(1, GATE_OK + b'"}\n'),
+}
+"""How the gated command ends, one per category, as the SSH client reports it."""
+
+
+class _GuestEnded(_GuestWrote):
+    """A trial whose gated guest command (`guest.agent` / `guest.verify`) ends as given;
+    every other guest command exits 0. The guest's files are still served, so a record
+    the command may have left behind is there to be (wrongly) read."""
+
+    def __init__(
+        self, options: TrialOptions, end: CommandResult | SshError, files: dict[str, bytes | None]
+    ) -> None:
+        super().__init__(options, files)
+        self.end = end
+
+    async def guest(
+        self, command: str, deadline_s: float, stdin: bytes | None = None
+    ) -> CommandResult:
+        if "guest.agent" not in command and "guest.verify" not in command:
+            return _probe(0, b"")
+        if isinstance(self.end, SshError):
+            raise self.end
+        return self.end
+
+
+def _audit_exit(receipt: Path, capsys: pytest.CaptureFixture[str]) -> int:
+    status = main(["audit", str(receipt)])
+    capsys.readouterr()
+    return status
+
+
+@pytest.mark.parametrize("end", sorted(ENDS))
+def test_an_agent_command_that_ends_without_a_record_is_named(
+    tmp_path: Path, end: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: StageFailed with no agent record, so the verdict was evidence_incomplete and
+    the receipt did not audit (record_missing, CLI exit 4). Now the agent stage's record is
+    the host's reading of how the command ended, counts 0, and the receipt audits (exit 0)
+    as failed_agent with every cleanup receipt confirmed. A complete agent.json left on the
+    guest is not read (a refused gate's exit is not the agent's). Mutation controls: the
+    stage without its `failure is not None` branch fails every case (the left-behind file
+    is read, or StageFailed is not raised); `deadline_exceeded` without its handler raises
+    SshError."""
+    records = accepted_model_trial()
+    trial = _GuestEnded(_options(tmp_path), ENDS[end], {"/work/agent.json": _agent_file(records)})
+    assert _run_stage(trial, trial.stage_agent)
+    agent = trial.records.singles["agent"]
+    assert (agent.category, agent.turns, agent.tool_calls, agent.policy) == (end, 0, 0, "model")
+    assert trial.records.turns == () and trial.records.tool_calls == ()
+    _collect(trial, records, agent=agent, verification=None)
+    trial.records.turns, trial.records.tool_calls = (), ()
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_agent")
+    _, read = audit_and_read(result.receipt.read_bytes())
+    assert read is not None and read.trial is not None and read.agent is not None
+    assert (read.trial.failed_stage, read.trial.internal_error_stage) == ("agent", None)
+    assert read.agent.category == end and read.verification is None
+    assert read.cleanup and {c.status for c in read.cleanup} == {"confirmed"}
+    assert _audit_exit(result.receipt, capsys) == 0
+
+
+@pytest.mark.parametrize("end", sorted(ENDS))
+def test_a_verify_command_that_ends_without_a_record_is_named(
+    tmp_path: Path, end: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As for the agent: before, no verification record and an invalid receipt; now the
+    host's reading, result failed, no digests, failed_verification, a receipt that audits.
+    A passing verification.json left on the guest is not read."""
+    records = accepted_model_trial()
+    assert records.verification is not None
+    trial = _GuestEnded(
+        _options(tmp_path),
+        ENDS[end],
+        {"/work/verification.json": records.verification.canonical_bytes()},
+    )
+    assert _run_stage(trial, trial.stage_verification)
+    verification = trial.records.singles["verification"]
+    assert (verification.category, verification.result) == (end, "failed")
+    assert verification.task_sha256 is None and verification.final_diff_sha256 is None
+    _collect(trial, records, verification=verification)
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_verification")
+    _, read = audit_and_read(result.receipt.read_bytes())
+    assert read is not None and read.trial is not None and read.verification is not None
+    assert read.trial.failed_stage == "verification" and read.verification.category == end
+    assert read.cleanup and {c.status for c in read.cleanup} == {"confirmed"}
+    assert _audit_exit(result.receipt, capsys) == 0
+
+
+def test_a_deadline_after_qemu_exited_is_left_to_the_vm(tmp_path: Path) -> None:
+    """The host's deadline passing while QEMU is gone is not the agent's doing: the SSH
+    error goes on to the pipeline, which names the VM (`qemu_exited`), and no agent record
+    is kept. Mutation control: without the `_vm_gone()` check the stage records
+    `deadline_exceeded` instead."""
+    trial = _GuestEnded(_options(tmp_path), SshError("command_timeout"), {})
+    trial._vm_gone = lambda: True  # type: ignore[method-assign]
+    with pytest.raises(SshError):
+        asyncio.run(trial.stage_agent())
+    assert "agent" not in trial.records.singles
