@@ -106,6 +106,37 @@ async def test_injected_faults_are_named_and_cleaned_up(
     _no_leftovers(result)
 
 
+async def test_an_agent_that_crashes_in_the_guest_is_named(tmp_path: Path) -> None:
+    """A script that is no list of steps: the real guest.agent raises ScriptError before its
+    loop starts and exits 1 without writing agent.json (the host does not read a script's
+    content). Before, the agent stage ended with no record and the receipt did not audit
+    (record_missing); now the agent record is the host's `exited_nonzero` reading."""
+    script = tmp_path / "not-a-list.json"
+    script.write_text('{"tool": "finish"}', encoding="utf-8")
+    options = _options(tmp_path, "py-one-line-fix", "solution")
+    options = TrialOptions(
+        profile=options.profile,
+        task=options.task,
+        script=script,
+        out_dir=options.out_dir,
+        accel=options.accel,
+    )
+    result = await Trial(options).run()
+    assert (result.valid, result.verdict) == (True, "failed_agent")
+    records = _records(result)
+    assert records.trial.failed_stage == "agent" and records.trial.internal_error_stage is None
+    assert records.vm.category == "ok" and records.gate.category == "ok"
+    assert (records.agent.category, records.agent.turns) == ("exited_nonzero", 0)
+    assert records.verification is None and not records.agent_turns
+    _no_leftovers(result)
+    audit = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "audit", str(result.receipt)],
+        capture_output=True,
+        check=False,
+    )
+    assert audit.returncode == 0
+
+
 async def test_model_driven_tiny_trial_with_the_worker_on_the_host(tmp_path: Path) -> None:
     """The tiny model drives through the guestfwd channel; its answers are noise, so the
     verdict is any closed one, but the receipt must audit and account exactly."""
