@@ -18,6 +18,7 @@ from receipts.records import (
     DispatchRecord,
     GateRecord,
     HostStateRecord,
+    HostStateRecordV1,
     ImageRecord,
     MemoryRecord,
     ModelRecord,
@@ -49,7 +50,7 @@ class RecordSet:
     worker: WorkerRecord | None = None
     agent: AgentRecord | None = None
     verification: VerificationRecord | None = None
-    hoststate: HostStateRecord | None = None
+    hoststate: HostStateRecord | HostStateRecordV1 | None = None
     memory: MemoryRecord | None = None
     worker_requests: tuple[WorkerRequestRecord, ...] = field(default=())
     agent_turns: tuple[AgentTurnRecord, ...] = field(default=())
@@ -64,11 +65,29 @@ class RecordSet:
 
 @dataclass(frozen=True)
 class Kind:
-    """One record kind: the RecordSet attribute it lives in, its model, its naming."""
+    """One record kind: the RecordSet attribute it lives in, its model, its naming.
+
+    `model` is the version the harness writes. `legacy` are older versions of the same
+    entry that the audit still reads, so that a receipt written by an older harness stays
+    auditable. `harness trial` writes only `model`.
+    """
 
     name: str
     model: type[Record]
     sequence: bool
+    legacy: tuple[type[Record], ...] = ()
+
+    def models(self) -> tuple[type[Record], ...]:
+        """Every version of this kind the audit reads: the current one first."""
+        return (self.model, *self.legacy)
+
+    def model_for(self, schema_id: object) -> type[Record] | None:
+        """The closed model whose schema id is exactly `schema_id`; None for any other
+        value (an unknown version, another kind's id, a non-string)."""
+        for model in self.models():
+            if schema_id == model.schema_id():
+                return model
+        return None
 
     def entry_name(self, index: int | None = None) -> str:
         if self.sequence:
@@ -89,7 +108,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("worker", WorkerRecord, sequence=False),
     Kind("agent", AgentRecord, sequence=False),
     Kind("verification", VerificationRecord, sequence=False),
-    Kind("hoststate", HostStateRecord, sequence=False),
+    Kind("hoststate", HostStateRecord, sequence=False, legacy=(HostStateRecordV1,)),
     Kind("memory", MemoryRecord, sequence=False),
     Kind("worker_requests", WorkerRequestRecord, sequence=True),
     Kind("agent_turns", AgentTurnRecord, sequence=True),

@@ -13,7 +13,14 @@ from receipts.recordset import KINDS
 
 
 def schema_models() -> tuple[type[Record], ...]:
-    return (*(kind.model for kind in KINDS), Manifest, AuditResult)
+    """Every model with a document: each kind's current version, then the older versions
+    the audit still reads (a reviewer of an older receipt needs its schema too)."""
+    return (
+        *(kind.model for kind in KINDS),
+        *(model for kind in KINDS for model in kind.legacy),
+        Manifest,
+        AuditResult,
+    )
 
 
 def schema_file_name(model: type[Record]) -> str:
@@ -81,7 +88,7 @@ def reference_markdown() -> str:
         "fails when it drifts. The format and the audit are explained in receipts.md.",
         "",
     ]
-    entry_names = {kind.model: kind for kind in KINDS}
+    entry_names = {model: kind for kind in KINDS for model in kind.models()}
     for model in schema_models():
         schema = model.model_json_schema(by_alias=True, mode="validation")
         defs = schema.get("$defs", {})
@@ -92,6 +99,11 @@ def reference_markdown() -> str:
             where = f"`{kind.name}/000000.json`, `{kind.name}/000001.json`, …"
         else:
             where = f"`{kind.entry_name()}`"
+        if kind is not None and model in kind.legacy:
+            where += (
+                f" (an older version: `harness audit` still reads it, `harness trial` writes"
+                f" `{kind.model.schema_id()}`)"
+            )
         lines += [f"## `{model.schema_id()}`", "", f"Entry: {where}", ""]
         lines += _fields_table(schema, defs)
         for def_name, definition in sorted(defs.items()):

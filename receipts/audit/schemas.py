@@ -22,11 +22,26 @@ def _validation_category(error: ValidationError) -> AuditCategory:
     return "schema_violation"
 
 
+def _declared_schema(data: bytes) -> Any:
+    """The `schema` value an entry declares; None when it is not a JSON object."""
+    try:
+        raw: Any = json.loads(data)
+    except ValueError:
+        return None  # only reachable with json_canonical disabled (mutation tests)
+    return raw.get("schema") if isinstance(raw, dict) else None
+
+
 SCHEMA_RULES: tuple[str, ...] = ("schema_id", "schema_valid", "index_matches_name")
 
 
 def check_schemas(ctx: AuditContext, entries: dict[str, bytes]) -> RecordSet:
-    """Validate each entry; return the records that passed, assembled as a RecordSet."""
+    """Validate each entry; return the records that passed, assembled as a RecordSet.
+
+    The declared `schema` picks the closed model: the kind's current version or one of
+    the older versions it still reads (`Kind.legacy`). Any other id is a schema mismatch;
+    the record is then validated against exactly that version's fields, so fields of one
+    version never pass under another's id.
+    """
     singles: dict[str, Record] = {}
     sequences: dict[str, dict[int, Record]] = {kind.name: {} for kind in KINDS if kind.sequence}
     for name, data in sorted(entries.items()):
@@ -36,16 +51,14 @@ def check_schemas(ctx: AuditContext, entries: dict[str, bytes]) -> RecordSet:
         if found is None:
             continue  # reported by the integrity phase
         kind, index = found
-        if ctx.enabled("schema_id"):
-            try:
-                raw: Any = json.loads(data)
-            except ValueError:
-                raw = None  # only reachable with json_canonical disabled (mutation tests)
-            if not isinstance(raw, dict) or raw.get("schema") != kind.model.schema_id():
+        model = kind.model_for(_declared_schema(data))
+        if model is None:
+            if ctx.enabled("schema_id"):
                 ctx.add("schema", "schema_id", "schema_mismatch", name)
                 continue
+            model = kind.model  # only with schema_id disabled (mutation tests)
         try:
-            record = kind.model.model_validate_json(data)
+            record = model.model_validate_json(data)
         except ValidationError as exc:
             if ctx.enabled("schema_valid"):
                 ctx.add("schema", "schema_valid", _validation_category(exc), name)

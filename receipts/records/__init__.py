@@ -5,7 +5,13 @@ from receipts.records.base import Part, Record
 from receipts.records.cleanup import CleanupRecord
 from receipts.records.dispatch import DispatchRecord
 from receipts.records.gate import GateRecord
-from receipts.records.hoststate import FacetComparison, HostStateRecord
+from receipts.records.hoststate import (
+    AnyHostStateRecord,
+    FacetComparison,
+    FacetComparisonV1,
+    HostStateRecord,
+    HostStateRecordV1,
+)
 from receipts.records.image import ImageRecord
 from receipts.records.memory import HeadroomSample, MemoryRecord
 from receipts.records.model import ModelRecord, TensorCounts
@@ -19,12 +25,15 @@ from receipts.records.worker import WorkerRecord, WorkerRequestRecord
 __all__ = [
     "AgentRecord",
     "AgentTurnRecord",
+    "AnyHostStateRecord",
     "CleanupRecord",
     "DispatchRecord",
     "FacetComparison",
+    "FacetComparisonV1",
     "GateRecord",
     "HeadroomSample",
     "HostStateRecord",
+    "HostStateRecordV1",
     "ImageRecord",
     "MemoryRecord",
     "ModelRecord",

@@ -1,4 +1,14 @@
-"""Host state before and after the trial, compared facet by facet."""
+"""Host state before and after the trial, compared facet by facet.
+
+Two versions exist. `harness trial` writes `/2`. `/1` is what a harness before
+hoststate/2 wrote: the same comparison without the exclusion fields, because that
+harness left nothing out. The audit still reads `/1` so that a reviewer can audit a
+legitimate receipt made by an older harness (`recordset.Kind.legacy`); each version is
+its own closed model, so a `/1` carrying `/2` fields, or a `/2` without them, is refused
+like any other malformed record. Code that reads exclusions goes through
+`excluded_trials` / `facet_exclusions`, which give a `/1` record its meaning: nothing
+was excluded.
+"""
 
 from __future__ import annotations
 
@@ -62,3 +72,49 @@ class HostStateRecord(Record):
         if excluded != bool(self.excluded_trials):
             raise ValueError("excluded_trials is non-empty exactly when items were excluded")
         return self
+
+
+class FacetComparisonV1(Part):
+    """One facet as `harness.receipt.hoststate/1` recorded it: digests, result and raw-bytes
+    reading, with no exclusion counts (that harness left nothing out of a snapshot)."""
+
+    before_sha256: Sha256Hex | None
+    after_sha256: Sha256Hex | None
+    result: Comparison
+    raw_bytes: Literal["same", "differ", "unread", "not_compared"]
+
+
+class HostStateRecordV1(Record):
+    """The host-state record before exclusions existed, read by the audit only (never
+    written). Exactly its old fields: a `/1` record is a comparison over everything each
+    snapshot saw."""
+
+    schema_: Literal["harness.receipt.hoststate/1"] = Field(
+        "harness.receipt.hoststate/1", alias="schema"
+    )
+    routes: FacetComparisonV1
+    resolver: FacetComparisonV1
+    listening_sockets: FacetComparisonV1
+    cgroups: FacetComparisonV1
+    firewall: FacetComparisonV1
+
+    def facets(self) -> tuple[FacetComparisonV1, ...]:
+        return (self.routes, self.resolver, self.listening_sockets, self.cgroups, self.firewall)
+
+
+AnyHostStateRecord = HostStateRecord | HostStateRecordV1
+"""A host-state record of any version the audit reads."""
+
+
+def excluded_trials(record: AnyHostStateRecord) -> tuple[str, ...]:
+    """The other live trials whose items the snapshots left out; none for `/1`, whose
+    harness excluded nothing (so `/1` can never excuse anything, this trial's or another's)."""
+    return record.excluded_trials if isinstance(record, HostStateRecord) else ()
+
+
+def facet_exclusions(facet: FacetComparison | FacetComparisonV1) -> tuple[int, int]:
+    """How many items the before and after snapshots left out of this facet; (0, 0) for a
+    `/1` facet, which had nothing left out."""
+    if isinstance(facet, FacetComparison):
+        return facet.excluded_before, facet.excluded_after
+    return 0, 0

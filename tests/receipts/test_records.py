@@ -69,6 +69,33 @@ def test_every_kind_names_a_versioned_schema_of_its_own() -> None:
         }
 
 
+def test_older_versions_are_older_versions_of_the_same_kind() -> None:
+    """A legacy model reads an earlier version of its own kind's entry, never another kind's,
+    never the current version, and never one that another version already claims."""
+    every = [model.schema_id() for kind in KINDS for model in kind.models()]
+    assert len(set(every)) == len(every)
+    legacy = [(kind, model) for kind in KINDS for model in kind.legacy]
+    assert [model.schema_id() for _kind, model in legacy] == ["harness.receipt.hoststate/1"]
+    for kind, model in legacy:
+        name, _, version = model.schema_id().partition("/")
+        current_name, _, current_version = kind.model.schema_id().partition("/")
+        assert name == current_name
+        assert int(version) < int(current_version)
+
+
+def test_a_kind_picks_its_model_by_exact_schema_id() -> None:
+    from receipts.records import HostStateRecord, HostStateRecordV1, VmRecord
+    from receipts.recordset import KIND_BY_NAME
+
+    hoststate, vm = KIND_BY_NAME["hoststate"], KIND_BY_NAME["vm"]
+    assert hoststate.model_for("harness.receipt.hoststate/2") is HostStateRecord
+    assert hoststate.model_for("harness.receipt.hoststate/1") is HostStateRecordV1
+    assert vm.model_for("harness.receipt.vm/1") is VmRecord
+    for other in ("harness.receipt.hoststate/3", "harness.receipt.vm/1", None, 2, ["x"]):
+        assert hoststate.model_for(other) is None
+    assert vm.model_for("harness.receipt.hoststate/1") is None
+
+
 def _string_annotations(model: type[pydantic.BaseModel]) -> list[str]:
     """Fields typed as plain `str` without a pattern: free text a record must not have."""
     free = []
@@ -90,14 +117,15 @@ def _string_annotations(model: type[pydantic.BaseModel]) -> list[str]:
 def test_no_free_text_field_anywhere() -> None:
     offenders = []
     for kind in KINDS:
-        offenders.extend(_string_annotations(kind.model))
+        for model in kind.models():
+            offenders.extend(_string_annotations(model))
     assert offenders == []
 
 
 def test_no_float_fields_anywhere() -> None:
     """Counts and durations are integers: floats would invite NaN and rounding disputes."""
-    for kind in KINDS:
-        for name, info in kind.model.model_fields.items():
+    for model in (model for kind in KINDS for model in kind.models()):
+        for name, info in model.model_fields.items():
             assert float not in (typing.get_args(info.annotation) or (info.annotation,)), name
 
 

@@ -1,0 +1,208 @@
+"""A receipt written by an older harness (hoststate/1) still audits; the versions stay closed.
+
+`fixtures/hoststate-v1-golden.zip` is a real old receipt, not a reconstruction: it is
+`bundle_bytes(accepted_model_trial())` produced by the code of commit 810ee03 (f56d4a9^,
+the last commit that wrote `harness.receipt.hoststate/1`) in a scratch worktree, the
+same path `test_bundle.py`'s golden digest test takes. Its SHA-256 is the golden digest
+that test asserted at that commit, so the bytes are exactly what the old writer made.
+Every tamper below starts from it (or, for `/2`, from a receipt the current writer
+makes) and changes one thing, re-forging the manifest so that only the schema, the
+consistency or the verdict rules can catch it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from receipts.audit import audit_and_read, audit_bytes
+from receipts.bundle import bundle_entries
+from receipts.canonical import canonical
+from receipts.records import HostStateRecord, HostStateRecordV1
+from receipts.recordset import MANIFEST_NAME
+from tests.receipts import tamper
+from tests.receipts.builders import accepted_model_trial
+
+FIXTURE = Path(__file__).parent / "fixtures" / "hoststate-v1-golden.zip"
+
+OLD_GOLDEN_ZIP_SHA256 = "d66df34e8e39063137ac8c5636c81a8973ed562b92e08a47e310512fb1400114"
+"""GOLDEN_ZIP_SHA256 of tests/receipts/test_bundle.py at 810ee03, before hoststate/2."""
+
+FACETS = ("routes", "resolver", "listening_sockets", "cgroups", "firewall")
+OTHER_TAG = "fedcba9876543210"  # another trial (the builders' trial id starts 0123...)
+
+
+def _v1_entries() -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(FIXTURE.read_bytes())) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
+def _with_hoststate(entries: dict[str, bytes], hoststate: dict[str, Any]) -> bytes:
+    """`entries` with hoststate.json replaced, under a manifest that matches again."""
+    return tamper.forge({**entries, "hoststate.json": canonical(hoststate)})
+
+
+def _v1_hoststate() -> dict[str, Any]:
+    value = json.loads(_v1_entries()["hoststate.json"])
+    assert isinstance(value, dict)
+    return value
+
+
+def _v2_hoststate() -> dict[str, Any]:
+    value = json.loads(bundle_entries(accepted_model_trial())["hoststate.json"])
+    assert isinstance(value, dict)
+    return value
+
+
+def _categories(data: bytes, disabled: frozenset[str] = frozenset()) -> set[str]:
+    return {finding.category for finding in audit_bytes(data, disabled).findings}
+
+
+def test_the_fixture_is_the_old_writers_golden_receipt() -> None:
+    data = FIXTURE.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == OLD_GOLDEN_ZIP_SHA256
+    hoststate = _v1_hoststate()
+    assert hoststate["schema"] == "harness.receipt.hoststate/1"
+    assert set(hoststate) == {"schema", *FACETS}
+    assert all(
+        set(hoststate[facet]) == {"before_sha256", "after_sha256", "result", "raw_bytes"}
+        for facet in FACETS
+    )
+
+
+def test_an_old_receipt_audits_valid_with_its_verdict() -> None:
+    data = FIXTURE.read_bytes()
+    result, records = audit_and_read(data)
+    assert result.valid, result.findings
+    assert result.derived_verdict == result.claimed_verdict == "accepted"
+    assert result.receipt_id == hashlib.sha256(_v1_entries()[MANIFEST_NAME]).hexdigest()
+    assert records is not None
+    assert isinstance(records.hoststate, HostStateRecordV1)
+
+
+def test_a_current_receipt_still_reads_as_hoststate_2() -> None:
+    data = tamper.forge_records(accepted_model_trial())
+    result, records = audit_and_read(data)
+    assert result.valid, result.findings
+    assert records is not None and isinstance(records.hoststate, HostStateRecord)
+
+
+def test_a_damaged_old_receipt_still_fails() -> None:
+    data = FIXTURE.read_bytes()
+    flipped = tamper.flip_byte(data, tamper.payload_offset(data, "hoststate.json") + 40)
+    assert "crc_mismatch" in _categories(flipped)
+    entries = _v1_entries()
+    entries["hoststate.json"] = entries["hoststate.json"].replace(b'"1111', b'"2111', 1)
+    assert "manifest_digest_mismatch" in _categories(tamper.forge(entries, fix_manifest=False))
+
+
+@pytest.mark.parametrize(
+    ("result", "verdict"), [("changed", "failed_host_state"), ("unread", "evidence_incomplete")]
+)
+def test_the_verdict_reads_an_old_records_facets(result: str, verdict: str) -> None:
+    """An older harness's truthful report of a changed or unread facet: a valid receipt
+    with that verdict; claiming `accepted` over it is a verdict mismatch."""
+    hoststate = _v1_hoststate()
+    hoststate["listening_sockets"] = {**hoststate["listening_sockets"], "result": result}
+    entries = _v1_entries()
+    entries["hoststate.json"] = canonical(hoststate)
+    overclaimed = tamper.forge(entries)
+    assert _categories(overclaimed) == {"verdict_mismatch"}
+    truthful = tamper.forge(tamper.edit_json(entries, "trial.json", verdict=verdict))
+    checked = audit_bytes(truthful)
+    assert checked.valid, checked.findings
+    assert checked.derived_verdict == verdict
+
+
+def _v1_with_facet_exclusions() -> dict[str, Any]:
+    hoststate = _v1_hoststate()
+    hoststate["cgroups"] = {**hoststate["cgroups"], "excluded_before": 0, "excluded_after": 1}
+    return hoststate
+
+
+def _v1_with_excluded_trials() -> dict[str, Any]:
+    return {**_v1_hoststate(), "excluded_trials": [OTHER_TAG]}
+
+
+def _v1_with_both() -> dict[str, Any]:
+    return {**_v1_with_facet_exclusions(), "excluded_trials": [OTHER_TAG]}
+
+
+def _v1_relabelled_as_v2() -> dict[str, Any]:
+    return {**_v1_hoststate(), "schema": "harness.receipt.hoststate/2"}
+
+
+def _v2_without_excluded_trials() -> dict[str, Any]:
+    hoststate = _v2_hoststate()
+    del hoststate["excluded_trials"]
+    return hoststate
+
+
+def _v2_facet_without_counts() -> dict[str, Any]:
+    hoststate = _v2_hoststate()
+    hoststate["routes"] = {
+        k: v
+        for k, v in hoststate["routes"].items()
+        if k not in {"excluded_before", "excluded_after"}
+    }
+    return hoststate
+
+
+def _v2_relabelled_as_v1() -> dict[str, Any]:
+    """A /2 record claiming /1: its exclusion fields do not exist in /1."""
+    return {**_v2_hoststate(), "schema": "harness.receipt.hoststate/1"}
+
+
+CLOSED_CASES = {
+    "v1_facet_carries_v2_counts": (_v1_with_facet_exclusions, "schema_extra_field"),
+    "v1_carries_excluded_trials": (_v1_with_excluded_trials, "schema_extra_field"),
+    "v1_carries_every_v2_field": (_v1_with_both, "schema_extra_field"),
+    "v2_relabelled_as_v1": (_v2_relabelled_as_v1, "schema_extra_field"),
+    "v1_relabelled_as_v2": (_v1_relabelled_as_v2, "schema_missing_field"),
+    "v2_without_excluded_trials": (_v2_without_excluded_trials, "schema_missing_field"),
+    "v2_facet_without_counts": (_v2_facet_without_counts, "schema_missing_field"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED_CASES))
+def test_each_version_has_exactly_its_own_fields(name: str) -> None:
+    build, category = CLOSED_CASES[name]
+    base = _v1_entries() if name.startswith("v1") else bundle_entries(accepted_model_trial())
+    data = _with_hoststate(base, build())
+    result = audit_bytes(data)
+    assert not result.valid
+    assert {(f.category, f.entry) for f in result.findings} == {(category, "hoststate.json")}
+    assert category not in _categories(data, frozenset({"schema_valid"}))  # load-bearing
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "harness.receipt.hoststate/3",
+        "harness.receipt.hoststate/0",
+        "harness.receipt.hoststate/01",
+        "harness.receipt.hoststate/1 ",
+        "harness.receipt.hoststate",
+        "harness.receipt.vm/1",
+        1,
+        None,
+    ],
+)
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_an_unknown_version_is_a_schema_mismatch(schema: object, version: str) -> None:
+    if version == "v1":
+        base, hoststate = _v1_entries(), _v1_hoststate()
+    else:
+        base, hoststate = bundle_entries(accepted_model_trial()), _v2_hoststate()
+    data = _with_hoststate(base, {**hoststate, "schema": schema})
+    result = audit_bytes(data)
+    assert {(f.category, f.entry) for f in result.findings} == {
+        ("schema_mismatch", "hoststate.json")
+    }
+    assert "schema_mismatch" not in _categories(data, frozenset({"schema_id"}))  # load-bearing
