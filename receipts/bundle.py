@@ -36,6 +36,11 @@ class TrialRecordMissing(ValueError):
     """A receipt without its trial record cannot be written."""
 
 
+class NotCurrentVersion(ValueError):
+    """A record of an older version than its kind's current one (`Kind.legacy`): the audit
+    reads those so older receipts stay auditable, but a new receipt never carries one."""
+
+
 class SequenceOutOfOrder(ValueError):
     """A numbered record whose `index` is not its position: the entry name would lie."""
 
@@ -83,6 +88,8 @@ def bundle_entries(records: RecordSet) -> dict[str, bytes]:
     entries: dict[str, bytes] = {}
     for name, record in record_entries(records).items():
         found = classify_entry(name)
+        if found is not None and type(record) is not found[0].model:
+            raise NotCurrentVersion(name)
         if (
             found is not None
             and found[1] is not None

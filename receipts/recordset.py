@@ -69,7 +69,7 @@ class Kind:
 
     `model` is the version the harness writes. `legacy` are older versions of the same
     entry that the audit still reads, so that a receipt written by an older harness stays
-    auditable. `harness trial` writes only `model`.
+    auditable; the bundle writer refuses them, so no new receipt carries one.
     """
 
     name: str

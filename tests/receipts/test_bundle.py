@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from receipts.bundle import (
+    NotCurrentVersion,
     RecordTooLarge,
     SequenceOutOfOrder,
     TrialRecordMissing,
     bundle_bytes,
     write_bundle,
 )
-from receipts.records import HeadroomSample, MemoryRecord
+from receipts.records import HeadroomSample, HostStateRecordV1, MemoryRecord
 from receipts.staging import TargetExists, staged_file, staging_dir_for
 from tests.receipts.builders import accepted_model_trial, replace
 
@@ -102,6 +103,18 @@ def test_sequence_index_must_match_position() -> None:
     shifted = tuple(replace(c, index=c.index + 1) for c in records.cleanup)
     with pytest.raises(SequenceOutOfOrder):
         bundle_bytes(dataclasses.replace(records, cleanup=shifted))
+
+
+def test_an_older_record_version_is_never_written() -> None:
+    """The audit reads hoststate/1 from older receipts; a new receipt never carries it."""
+    records = accepted_model_trial()
+    assert records.hoststate is not None
+    facet = {k: v for k, v in records.hoststate.routes.model_dump().items() if "excluded" not in k}
+    old = HostStateRecordV1.model_validate(
+        {name: facet for name in ("routes", "resolver", "listening_sockets", "cgroups", "firewall")}
+    )
+    with pytest.raises(NotCurrentVersion, match=r"hoststate\.json"):
+        bundle_bytes(dataclasses.replace(records, hoststate=old))
 
 
 def test_trial_record_is_required() -> None:
