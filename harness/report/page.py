@@ -12,6 +12,8 @@ from html import escape
 
 from harness.report.svg import line_chart, timeline
 from receipts.audit import AuditResult
+from receipts.records import AnyHostStateRecord, HostStateRecordV1
+from receipts.records.hoststate import excluded_trials, facet_exclusions
 from receipts.recordset import RecordSet
 from receipts.verdict import required_stages, stage_succeeded
 
@@ -30,6 +32,20 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
         "<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _host_state_note(record: AnyHostStateRecord) -> str:
+    """Which version the record is and what it left out: an `unchanged` that holds only
+    after leaving out another live trial's items must say so, and a `/1` record (an older
+    harness, before exclusions existed) must not look as if it had been checked for them."""
+    version = f"<code>{escape(record.schema_)}</code>"
+    if isinstance(record, HostStateRecordV1):
+        return f"<p>{version}: written before exclusions existed; nothing was left out.</p>"
+    tags = excluded_trials(record)
+    if not tags:
+        return f"<p>{version}: nothing was left out.</p>"
+    named = ", ".join(f"<code>{escape(tag)}</code>" for tag in tags)
+    return f"<p>{version}: left out as other live trials' resources: {named}.</p>"
 
 
 def _verdict_class(verdict: str | None) -> str:
@@ -190,9 +206,10 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
             "firewall": h.firewall,
         }
         sections.append("<h2>Host state</h2>")
+        sections.append(_host_state_note(h))
         sections.append(
             _table(
-                ["facet", "result", "raw bytes", "before", "after"],
+                ["facet", "result", "raw bytes", "before", "after", "left out before/after"],
                 (
                     (
                         name,
@@ -200,6 +217,7 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
                         f.raw_bytes,
                         (f.before_sha256 or "-")[:16],
                         (f.after_sha256 or "-")[:16],
+                        "{} / {}".format(*facet_exclusions(f)),
                     )
                     for name, f in facets.items()
                 ),

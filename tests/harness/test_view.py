@@ -14,7 +14,7 @@ from receipts.audit import audit_and_read
 from receipts.bundle import bundle_bytes
 from receipts.records import HeadroomSample, MemoryRecord
 from tests.receipts import tamper
-from tests.receipts.builders import accepted_model_trial
+from tests.receipts.builders import accepted_model_trial, replace
 
 
 class _Collect(HTMLParser):
@@ -81,3 +81,34 @@ def test_view_command_writes_the_page(tmp_path: Path) -> None:
     )
     assert result.returncode == 0
     assert out.read_text().startswith("<!doctype html>")
+
+
+def _host_state_section(html: str) -> str:
+    return html.split("<h2>Host state</h2>", 1)[1].split("<h2>", 1)[0]
+
+
+def test_an_old_receipt_shows_its_host_state_version() -> None:
+    """A hoststate/1 receipt (an older harness; tests/receipts/fixtures) renders, and says
+    it is /1 and left nothing out rather than looking checked for exclusions."""
+    fixture = Path(__file__).parents[1] / "receipts" / "fixtures" / "hoststate-v1-golden.zip"
+    html, _ = _page(fixture.read_bytes())
+    assert "audit: valid" in html and "accepted" in html
+    section = _host_state_section(html)
+    assert "<code>harness.receipt.hoststate/1</code>: written before exclusions existed" in section
+    assert section.count("<td>0 / 0</td>") == 5
+
+
+def test_a_current_receipt_names_the_trials_it_left_out() -> None:
+    records = accepted_model_trial()
+    assert records.hoststate is not None
+    other = "fedcba9876543210"  # not this trial's tag: that would be refused
+    assert records.trial is not None and not records.trial.trial_id.startswith(other)
+    cgroups = records.hoststate.cgroups.model_copy(update={"excluded_after": 2})
+    excused = replace(records.hoststate, cgroups=cgroups, excluded_trials=(other,))
+    html, _ = _page(bundle_bytes(dataclasses.replace(records, hoststate=excused)))
+    section = _host_state_section(html)
+    assert "<code>harness.receipt.hoststate/2</code>: left out as other live trials'" in section
+    assert f"<code>{other}</code>" in section
+    assert "<td>cgroups</td><td>unchanged</td>" in section and "<td>0 / 2</td>" in section
+    plain = _host_state_section(_page(bundle_bytes(accepted_model_trial()))[0])
+    assert "hoststate/2</code>: nothing was left out" in plain
