@@ -95,3 +95,13 @@ def test_trial_refuses_an_unreadable_dispatch_ticket_before_starting(tmp_path: P
     )
     assert result.returncode == 2
     assert result.stderr.startswith("harness trial: dispatch ticket refused: malformed")
+
+
+def test_an_older_harness_receipt_exits_zero() -> None:
+    """A hoststate/1 receipt written by the harness before hoststate/2 (the fixture's
+    provenance is in tests/receipts/test_hoststate_versions.py) audits valid."""
+    fixture = Path(__file__).parents[1] / "receipts" / "fixtures" / "hoststate-v1-golden.zip"
+    result = run("audit", "--json", str(fixture))
+    assert result.returncode == 0, result.stdout
+    payload = json.loads(result.stdout)
+    assert payload["valid"] is True and payload["derived_verdict"] == "accepted"
