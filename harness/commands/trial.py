@@ -55,13 +55,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.agent != "model":
         print("harness trial: --agent must be 'model' or 'scripted:FILE'", file=sys.stderr)
         return EXIT_USAGE
-    if args.backend == "libvirt":  # for every agent: never run qemu while claiming libvirt
-        print(
-            "harness trial: not yet: trials do not drive the libvirt backend (its CPU and pids "
-            "budgets and the worker channel are not applied through libvirt)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     if args.dispatch is not None:
         try:
             read_ticket(args.dispatch)

@@ -83,8 +83,10 @@ from host.ssh.errors import SshError
 from host.vm.backend import Vm, VmBackend
 from host.vm.categories import Accelerator, AccelRequest
 from host.vm.errors import VmError
+from host.vm.guest import GuestVm
 from host.vm.lease import TrialLease
-from host.vm.qemu import QemuBackend, QemuVm
+from host.vm.libvirt_backend import LibvirtBackend
+from host.vm.qemu import QemuBackend
 from host.wheels import WheelBuildError, build_llama
 from receipts.audit import audit_bytes
 from receipts.bundle import WrittenBundle, write_bundle
@@ -180,6 +182,11 @@ def _task_tar(task_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
+def _backend_named(name: Literal["qemu", "libvirt"]) -> VmBackend:
+    """The VM backend `--backend` names; the trial record states the same name."""
+    return LibvirtBackend() if name == "libvirt" else QemuBackend()
+
+
 class Trial:
     def __init__(
         self,
@@ -189,7 +196,9 @@ class Trial:
     ) -> None:
         self.o = options
         self.progress: ProgressSink = progress or NoProgress()
-        self.backend = backend or QemuBackend()
+        self.backend = backend or _backend_named(options.backend)
+        if self.backend.name != options.backend:
+            raise ValueError("the backend object is not the one the options name")
         self.trial_id = secrets.token_hex(16)
         self.tag = self.trial_id[:16]
         self.records = _Collected()
@@ -244,8 +253,8 @@ class Trial:
 
     def live_session(self) -> SshSession:
         vm = self.live_vm()
-        if not isinstance(vm, QemuVm):
-            raise StageFailed  # the libvirt backend is not built yet
+        if not isinstance(vm, GuestVm):
+            raise StageFailed
         return vm.session()
 
     async def guest(
@@ -599,7 +608,7 @@ class Trial:
     def _vm_gone(self) -> bool:
         """Whether the guest's QEMU process has exited (vs. only the SSH link failing)."""
         vm = self.vm.vm if self.vm is not None else None
-        if not isinstance(vm, QemuVm):
+        if not isinstance(vm, GuestVm):
             return False
         settle = time.monotonic() + 2.0  # the SSH error can arrive before the exit is visible
         while vm.alive() and time.monotonic() < settle:
@@ -610,7 +619,7 @@ class Trial:
         """After a guest stage failed: if the guest's disk is full, that names the failure
         (`guest_disk_full`, a VM category). Only a probe that read `full` decides."""
         vm = self.vm.vm if self.vm is not None else None
-        if self.current not in GUEST_STAGES or not isinstance(vm, QemuVm) or not vm.alive():
+        if self.current not in GUEST_STAGES or not isinstance(vm, GuestVm) or not vm.alive():
             return False
         try:
             state = await probe_disk(self.guest)

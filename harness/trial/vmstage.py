@@ -24,6 +24,15 @@ from host.image.build import GuestImage
 from host.image.disk import build_data_disk
 from host.vm.accel import choose_accelerator
 from host.vm.backend import Vm, VmBackend, VmSpec
+from host.vm.budgets import (
+    BudgetUnread,
+    cpu_limit_of,
+    memory_dir_of,
+    memory_limit_of,
+    memory_record_readings,
+    pids_limit_of,
+    swap_limit_of,
+)
 from host.vm.categories import Accelerator, AccelRequest
 from host.vm.cleanup import CleanupResult
 from host.vm.errors import VmError
@@ -45,6 +54,8 @@ class VmHandle:
     pids_limit: int | None = None
     vm: Vm | None = None
     boot_to_ssh_ms: int | None = None
+    memory_dir: Path | None = None
+    """The memory cgroup QEMU is charged to (the trial's, or libvirt's), once started."""
 
 
 @dataclass(frozen=True)
@@ -152,11 +163,14 @@ async def start_vm(
             tb_size_mib=profile.vm.tcg_tb_size_mib,
             data_disk=data_disk.path,
             worker_socket=disk_plan.worker_socket,
+            cpu_millicores=handle.cpu_quota_millicores,
+            pids_limit=handle.pids_limit,
         )
         vm = backend.create(spec)
         owned.register("qemu_process", vm.cleanup)
         handle.vm = vm
         await vm.start()
+        handle.memory_dir = _check_budgets_in_effect(vm, handle)
         handle.boot_to_ssh_ms = await vm.wait_ready(float(profile.vm.ssh_deadline_s))
     except VmError as exc:
         raise VmStageFailed(exc.category, handle) from None
@@ -165,14 +179,46 @@ async def start_vm(
     return handle
 
 
+def _check_budgets_in_effect(vm: Vm, handle: VmHandle) -> Path:
+    """Read every budget where QEMU really runs (host/vm/budgets.py) and refuse a guest
+    whose budgets differ from the trial cgroup's read-back values: the record states
+    what bound QEMU, for either backend. Returns QEMU's memory cgroup directory."""
+    pid = vm.qemu_pid()
+    if pid is None:
+        raise VmError("qemu_start_failed")
+    try:
+        in_effect = (
+            memory_limit_of(pid),
+            swap_limit_of(pid),
+            cpu_limit_of(pid),
+            pids_limit_of(pid),
+        )
+        memory_dir = memory_dir_of(pid)
+    except BudgetUnread:
+        raise VmError("cgroup_apply_failed") from None
+    declared = (
+        handle.memory_limit,
+        handle.swap_limit,
+        handle.cpu_quota_millicores,
+        handle.pids_limit,
+    )
+    if in_effect != declared:
+        raise VmError("cgroup_apply_failed")
+    return memory_dir
+
+
 def vm_record(handle: VmHandle, category: VmCategory, profile: Profile) -> VmRecord:
     """The VM record, with the cgroup's peak memory and OOM kills read now. Facts the
     stage never learnt (a VM that never started) stay None, never guessed."""
     peak = oom = None
     with contextlib.suppress(CgroupError, OSError):
-        readings = handle.cgroup.read_memory()
-        peak = readings.peak.value if readings.peak.state == "present" else None
-        oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
+        if handle.memory_dir is not None:  # where QEMU's memory is charged
+            peak_reading, oom_reading = memory_record_readings(handle.memory_dir)
+        else:
+            readings = handle.cgroup.read_memory()
+            peak_reading, oom_reading = readings.peak, readings.oom_kills
+        peak = peak_reading.value if peak_reading.state == "present" else None
+        oom = oom_reading.value if oom_reading.state == "present" else None
     if oom and category in ("ok", "qemu_exited", "ssh_dropped"):
         category = "oom_killed"
     budgets = {

@@ -7,7 +7,7 @@ implementation by what is mounted.
 
 from typing import Protocol
 
-from host.cgroups.categories import CgroupVersion
+from host.cgroups.categories import CgroupVersion, Controller
 from host.cgroups.readings import (
     CpuQuotaApplied,
     MemoryLimitApplied,
@@ -41,6 +41,15 @@ class Cgroup(Protocol):
 
     def add_process(self, pid: int) -> None:
         """Move process `pid` (all its threads) into this cgroup."""
+        ...
+
+    def add_process_to(self, controllers: tuple[Controller, ...], pid: int) -> None:
+        """Move `pid` into this cgroup in these controllers' hierarchies only.
+
+        For a process another manager keeps in its own cgroups (libvirt's QEMU): on v1
+        each controller is a separate hierarchy, so a budget libvirt cannot set (pids)
+        can be ours while the rest stay libvirt's. v2 has one hierarchy for all:
+        `controller_missing`."""
         ...
 
     def member_pids(self) -> tuple[int, ...]:

@@ -110,6 +110,14 @@ class V1Cgroup:
             if pid not in member_pids([(controller, path)]):
                 raise CgroupError("not_in_cgroup", controller=controller)
 
+    def add_process_to(self, controllers: tuple[Controller, ...], pid: int) -> None:
+        files = [(c, self._dir(c) / "cgroup.procs") for c in controllers]
+        for controller, path in files:
+            write_text(path, str(pid), controller=controller)
+        for controller, path in files:
+            if pid not in member_pids([(controller, path)]):
+                raise CgroupError("not_in_cgroup", controller=controller)
+
     def member_pids(self) -> tuple[int, ...]:
         return member_pids(self._procs_files())
 

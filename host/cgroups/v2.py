@@ -121,6 +121,10 @@ class V2Cgroup:
         if pid not in self.member_pids():
             raise CgroupError("not_in_cgroup")
 
+    def add_process_to(self, controllers: tuple[Controller, ...], pid: int) -> None:
+        """One hierarchy for every controller: a process cannot be ours for some only."""
+        raise CgroupError("controller_missing", controller=controllers[0] if controllers else None)
+
     def member_pids(self) -> tuple[int, ...]:
         return member_pids(self._procs())
 

@@ -49,6 +49,11 @@ class VmSpec:
     data_disk: Path | None = None
     worker_socket: Path | None = None
     """Host placement: the worker socket reached from the guest at 10.0.2.100:8080."""
+    cpu_millicores: int | None = None
+    """The trial cgroup's CPU budget (1000 = one CPU). The qemu backend's QEMU runs in
+    that cgroup; a backend whose QEMU runs elsewhere (libvirt) must apply it there."""
+    pids_limit: int | None = None
+    """The trial cgroup's pids budget, for the same reason."""
 
 
 @dataclass(frozen=True)

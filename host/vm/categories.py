@@ -11,6 +11,7 @@ from typing import Literal
 from receipts.records.preflight import AcceleratorReason
 
 VmFailure = Literal[
+    "cgroup_apply_failed",
     "qemu_start_failed",
     "qemu_exited",
     "boot_timeout",

@@ -7,7 +7,11 @@ commas). What libvirt 9.0 on these hosts cannot express natively goes through
 - the network: passt and `<portForward>` are unavailable, so the user-mode netdev with
   `restrict=on` and the one hostfwd on 127.0.0.1 is passed as is, with an explicit
   virtio-net address on pcie.0 (libvirt does not know the device and would otherwise
-  collide with the slots it assigns);
+  collide with the slots it assigns), and for worker placement `host` the same
+  `guestfwd` to the worker's socket as the qemu backend's;
+- QEMU's seccomp filter (`-sandbox`), the qemu backend's exactly: libvirt's own adds
+  `spawn=deny`, which the guestfwd helper cannot live with, so qemu.conf must say
+  `seccomp_sandbox = 0` (.ci/libvirtd-up) and the backend checks QEMU's argv;
 - nothing else: direct kernel boot, the qcow2 overlay, the read-only data disk, the
   keys (`<sysinfo type='fwcfg'>`), vCPUs, the TCG translation cache and `-cpu max`
   (`<cpu mode='maximum'>`) are all native.
@@ -21,7 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from host.image.contract import FW_CFG_AUTHORIZED_KEYS, FW_CFG_HOST_KEY, GUEST_SSH_PORT
-from host.vm.cmdline import QEMU_BINARY, QemuConfig, kernel_append
+from host.vm.cmdline import QEMU_BINARY, QemuConfig, guestfwd, kernel_append, sandbox_option
 from host.vm.tags import resource_name
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -46,8 +50,6 @@ def domain_xml(config: QemuConfig) -> str:
     host_key, authorized = config.host_key_file, config.authorized_keys_file
     if config.probe or overlay is None or port is None or host_key is None or authorized is None:
         raise ValueError("a libvirt domain is a full boot: overlay, port and both key files")
-    if config.worker_socket is not None:
-        raise ValueError("the libvirt backend has no worker channel")
     ET.register_namespace("qemu", QEMU_NS)
     ET.register_namespace("harness", HARNESS_NS)
     kvm = config.accelerator == "kvm"
@@ -75,8 +77,11 @@ def domain_xml(config: QemuConfig) -> str:
         _sub(domain, event, "destroy")  # like -no-reboot: a failed guest ends the domain
     _add_devices(domain, config, overlay)
     commandline = _sub(domain, f"{{{QEMU_NS}}}commandline")
-    netdev = f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_SSH_PORT}"
-    for value in ("-netdev", netdev, "-device", NET_DEVICE):
+    netdev = f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_SSH_PORT}" + guestfwd(
+        config.worker_socket
+    )
+    sandbox = sandbox_option(config.worker_socket is not None)
+    for value in ("-netdev", netdev, "-device", NET_DEVICE, "-sandbox", sandbox):
         _sub(commandline, f"{{{QEMU_NS}}}arg", value=value)
     return ET.tostring(domain, encoding="unicode")
 

@@ -30,18 +30,26 @@ import libvirt
 
 from host.cgroups import CgroupError
 from host.vm.backend import VmSpec
+from host.vm.budgets import BudgetUnread, cpu_limit_of, memory_limit_of, pids_limit_of
 from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
-from host.vm.cmdline import QemuConfig
+from host.vm.cmdline import (
+    QemuConfig,
+    sandbox_in_force,
+    sandbox_option,
+    sandbox_options,
+    seccomp_mode,
+)
 from host.vm.domain import domain_xml
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm
 from host.vm.leftovers import LIBVIRT_LOG_DIR, find_processes
-from host.vm.memlimit import MemLimitUnread, memory_limit_of
 from host.vm.process import process_running
 from host.vm.tags import resource_name
 from host.vm.virtconn import VirtError, domain_state, open_connection
 
 GONE_DEADLINE_S = 15.0
+CPU_PERIOD_US = 100_000
+"""The CFS period of the domain-wide quota (the budget is quota/period, in CPUs)."""
 KIB = 1024
 
 
@@ -51,8 +59,6 @@ class LibvirtVm(GuestVm):
     backend_name = "libvirt"
 
     def __init__(self, spec: VmSpec) -> None:
-        if spec.worker_socket is not None:
-            raise ValueError("the libvirt backend has no worker channel (placement host)")
         super().__init__(spec)
         self.name = resource_name(spec.tag)
         self.conn: Any = None
@@ -81,6 +87,7 @@ class LibvirtVm(GuestVm):
             ssh_port=self.port,
             host_key_file=self.key_files.host_key,
             authorized_keys_file=self.key_files.authorized_keys,
+            worker_socket=self.spec.worker_socket,
         )
 
     # ---- life --------------------------------------------------------------------
@@ -103,7 +110,9 @@ class LibvirtVm(GuestVm):
             flags = libvirt.VIR_DOMAIN_START_PAUSED | libvirt.VIR_DOMAIN_START_AUTODESTROY
             self.domain = await asyncio.to_thread(self.conn.createXML, xml, flags)
             self.pid = self._find_pid()
+            await asyncio.to_thread(self._check_sandbox)
             await asyncio.to_thread(self._apply_memory_limit, budget)
+            await asyncio.to_thread(self._apply_cpu_and_pids)
             await asyncio.to_thread(self.domain.resume)
         except VmError:
             raise
@@ -127,11 +136,51 @@ class LibvirtVm(GuestVm):
         assert self.pid is not None
         try:
             in_cgroup = memory_limit_of(self.pid)
-        except MemLimitUnread:
+        except BudgetUnread:
             raise VmError("qemu_start_failed") from None
         if in_cgroup != kib * KIB:
             raise VmError("qemu_start_failed")
         self.memory_limit_bytes = in_cgroup
+
+    def _check_sandbox(self) -> None:
+        """QEMU's seccomp filter is ours and in force.
+
+        libvirt adds its own ``-sandbox`` (with ``spawn=deny``, which the worker
+        channel's helper cannot live with) unless qemu.conf says ``seccomp_sandbox =
+        0`` (.ci/libvirtd-up writes it); then it adds ``-sandbox off``, and QEMU
+        installs the filter of every enabling option (:func:`sandbox_in_force`)."""
+        assert self.pid is not None
+        expected = sandbox_option(self.spec.worker_socket is not None)
+        if not sandbox_in_force(sandbox_options(self.pid), seccomp_mode(self.pid), expected):
+            raise VmError("qemu_start_failed")
+
+    def _apply_cpu_and_pids(self) -> None:
+        """The trial's CPU and pids budgets on the paused QEMU, read back from the kernel.
+
+        CPU through libvirt (the domain-wide ``global_quota``, on the domain's cgroup);
+        pids has no libvirt tunable, so QEMU joins the trial cgroup's pids hierarchy
+        (v1 only: each controller is its own hierarchy, libvirt keeps the others).
+        Then both are read where QEMU runs, or the guest never starts."""
+        assert self.pid is not None
+        if self.spec.cpu_millicores is not None:
+            quota = self.spec.cpu_millicores * CPU_PERIOD_US // 1000
+            self.domain.setSchedulerParametersFlags(
+                {"global_period": CPU_PERIOD_US, "global_quota": quota},
+                libvirt.VIR_DOMAIN_AFFECT_LIVE,
+            )
+        if self.spec.pids_limit is not None:
+            try:
+                self.spec.cgroup.add_process_to(("pids",), self.pid)
+            except (CgroupError, OSError):
+                raise VmError("cgroup_apply_failed") from None
+        try:
+            cpu, pids = cpu_limit_of(self.pid), pids_limit_of(self.pid)
+        except BudgetUnread:
+            raise VmError("cgroup_apply_failed") from None
+        if self.spec.cpu_millicores is not None and cpu != self.spec.cpu_millicores:
+            raise VmError("cgroup_apply_failed")
+        if self.spec.pids_limit is not None and pids != self.spec.pids_limit:
+            raise VmError("cgroup_apply_failed")
 
     def alive(self) -> bool:
         return self.pid is not None and process_running(self.pid)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,47 @@ async def test_model_driven_tiny_trial_with_the_worker_on_the_host(tmp_path: Pat
     assert records.worker.model_sha256 == records.model.gguf_sha256
     assert records.agent.turns >= 1
     _no_leftovers(result)
+
+
+@pytest.mark.parametrize("agent", ["scripted", "model"])
+def test_trial_on_the_libvirt_backend(tmp_path: Path, agent: str) -> None:
+    """`harness trial --backend libvirt`, through the CLI: the guest is a libvirt domain,
+    every budget is the profile's as read where libvirt runs QEMU, the domain and its
+    QEMU are proven gone, and a model-driven trial reaches the host worker through the
+    same guestfwd channel (placement host) as the qemu backend."""
+    profile = load_profile("tiny")
+    script = TASKS / "py-one-line-fix" / "scripts" / "solution.json"
+    argv = [sys.executable, "-m", "harness.cli", "trial", "--profile", "tiny"]
+    argv += ["--backend", "libvirt", "--accel", "tcg", "--out", str(tmp_path)]
+    argv += ["--agent", f"scripted:{script}" if agent == "scripted" else "model"]
+    done = subprocess.run(argv, capture_output=True, check=False, timeout=1500)
+    receipts = list(tmp_path.glob("trial-*.zip"))
+    assert len(receipts) == 1, done.stderr.decode()[-2000:]
+    audit, read = audit_and_read(receipts[0].read_bytes())
+    assert audit.valid and read is not None, audit.findings
+    records: Any = read  # every record is present in a valid receipt of this trial
+    assert records.trial.backend == "libvirt" and records.vm.backend == "libvirt"
+    assert records.vm.category == "ok"
+    assert records.vm.memory_limit_bytes == profile.memory.qemu_cgroup_limit
+    assert records.vm.swap_limit_bytes == 0
+    assert records.vm.cpu_quota_millicores == profile.vm.vcpus * 1000
+    assert records.vm.pids_limit == profile.vm.pids_limit
+    assert records.vm.peak_memory_bytes is not None and records.vm.peak_memory_bytes > 0
+    released = [(c.resource, c.evidence) for c in records.cleanup if c.status == "confirmed"]
+    assert len(released) == len(records.cleanup)
+    assert ("libvirt_domain", "domain_absent") in released
+    assert ("qemu_process", "process_gone") in released
+    assert {f.result for f in records.hoststate.facets()} <= {"unchanged"}
+    if agent == "scripted":
+        assert records.trial.verdict == "accepted"
+    else:
+        assert records.trial.placement == "host" and records.trial.channel == "guestfwd_unix"
+        assert records.worker is not None and records.worker.category == "ok"
+        assert records.worker.requests >= 1 and records.worker.admitted >= 1
+        assert records.trial.verdict in ("accepted", "task_incomplete")
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"harness-vm-{records.trial.trial_id[:16]}"],
+        capture_output=True,
+        check=False,
+    )
+    assert leftover.returncode == 1, "no QEMU process of this trial is left"

@@ -17,6 +17,7 @@ import pytest
 from host.cgroups import Cgroup, CgroupError, CgroupHierarchy, spawn_in_cgroup
 from host.cgroups.fileio import write_verified
 from host.cgroups.mounts import read_mounts
+from host.vm.budgets import pids_limit_of
 
 pytestmark = pytest.mark.integration
 
@@ -258,3 +259,32 @@ def test_add_process_of_missing_pid(make_cgroup: Callable[[str], Cgroup]) -> Non
         cg.add_process(gone.pid)
     assert err.value.category == "process_not_found"
     assert os.getpid() not in cg.member_pids()
+
+
+def test_add_process_to_one_controller_leaves_the_others(
+    make_cgroup: Callable[[str], Cgroup], real_hierarchy: CgroupHierarchy
+) -> None:
+    """What the libvirt backend does to QEMU: ours for pids, the memory and cpu cgroups
+    another manager put it in stay as they were; then its pids budget binds it."""
+    cg = make_cgroup("pidsonly")
+    cg.set_pids_limit(3)
+    child = subprocess.Popen(["sleep", "60"])
+    before = Path(f"/proc/{child.pid}/cgroup").read_text().splitlines()
+    try:
+        cg.add_process_to(("pids",), child.pid)
+        after = Path(f"/proc/{child.pid}/cgroup").read_text().splitlines()
+        changed = [line for line in after if line not in before]
+        assert changed == [line for line in after if ":pids:" in line]
+        assert changed[0].endswith(f":pids:/{real_hierarchy.parent}/{cg.name}")
+        assert child.pid in cg.member_pids()
+        memory_procs = _v1_dir("memory", real_hierarchy.parent, cg.name) / "cgroup.procs"
+        assert str(child.pid) not in _read(memory_procs).split()
+        assert pids_limit_of(child.pid) == 3
+    finally:
+        cg.kill_members()
+        child.wait(timeout=5)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with pytest.raises(CgroupError) as err:
+        cg.add_process_to(("pids",), gone.pid)
+    assert err.value.category == "process_not_found"

@@ -250,3 +250,11 @@ def test_pid_not_listed_is_not_signalled(
         bystander.kill()
         bystander.wait()
     assert os.path.exists(procs)
+
+
+def test_add_process_to_one_controller_is_impossible_on_v2(hierarchy: V2Hierarchy) -> None:
+    """One hierarchy for all controllers: a process cannot be ours for pids only."""
+    cg = _cg(hierarchy)
+    with pytest.raises(CgroupError) as err:
+        cg.add_process_to(("pids",), os.getpid())
+    assert err.value.category == "controller_missing"

@@ -13,9 +13,12 @@ import asyncio
 import dataclasses
 import json
 import os
+import shlex
+import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +32,8 @@ from host.image import GuestImage, build_data_disk
 from host.image.digest import sha256_file
 from host.ssh import SshError, connect, generate_trial_keys
 from host.vm import QemuVm, VmError
-from host.vm.memlimit import memory_limit_of
+from host.vm.budgets import cpu_limit_of, memory_limit_of, pids_limit_of, swap_limit_of
+from host.vm.cmdline import SANDBOX_WITH_CHANNEL, sandbox_in_force, sandbox_options, seccomp_mode
 from host.vm.ports import probe_port
 from tests.host.vm.conftest import QEMU_CGROUP_LIMIT, tag_processes
 from tests.host.vm.support import (
@@ -63,15 +67,23 @@ async def test_boot_run_copy_teardown(
     disk = build_data_disk(data, tmp_path / "data.img")
     host_before = take_snapshot()
 
-    vm = create_vm(backend, spec(guest_image, vm_cgroup, scratch_root, data_disk=disk.path))
+    vm_cgroup.set_cpu_quota(150_000, 100_000)
+    vm_cgroup.set_pids_limit(96)
+    budgets = {"cpu_millicores": 1500, "pids_limit": 96}
+    vm = create_vm(
+        backend, spec(guest_image, vm_cgroup, scratch_root, data_disk=disk.path, **budgets)
+    )
     try:
         await vm.start()
         pid = vm.qemu_pid()
         assert pid is not None and vm.scratch is not None
         assert stat.S_IMODE(vm.scratch.stat().st_mode) == 0o700
         assert tag_processes(vm.spec.tag) == [pid]
-        # The budget is read back where QEMU actually runs, not where we meant it to.
+        # Every budget is read back where QEMU actually runs, not where we meant it to.
         assert memory_limit_of(pid) == QEMU_CGROUP_LIMIT
+        assert swap_limit_of(pid) == 0
+        assert cpu_limit_of(pid) == 1500
+        assert pids_limit_of(pid) == 96
         if backend == "qemu":
             assert pid in vm_cgroup.member_pids()
         boot_ms = await vm.wait_ready(READY_DEADLINE_S)
@@ -170,6 +182,53 @@ with cf.ThreadPoolExecutor(len(targets)) as pool:
     assert len(outcome) == 6
     assert [target for target, value in outcome.items() if value == "connected"] == []
     assert accepted == []
+
+
+async def test_worker_channel_reaches_the_host_socket_under_the_sandbox(
+    backend: BackendName, guest_image: GuestImage, vm_cgroup: Cgroup, scratch_root: Path
+) -> None:
+    """Placement host: 10.0.2.100:8080 in the guest is the worker's socket on the host,
+    through a helper QEMU spawns per connection; QEMU's seccomp filter (ours, for both
+    backends: libvirt's own would deny the spawn) is in force, and one that lets the
+    helper run. Other ports at that address stay refused."""
+    requests: list[bytes] = []
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        requests.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: 6\r\n\r\nworker")
+        await writer.drain()
+        writer.close()
+
+    socket_dir = Path(tempfile.mkdtemp(prefix="hwch", dir="/tmp"))  # AF_UNIX: short
+    socket_path = socket_dir / "w.sock"
+    server = await asyncio.start_unix_server(on_connect, path=str(socket_path))
+    fetch = (
+        "import urllib.request, socket\n"
+        "for _ in range(2):\n"
+        "    print(urllib.request.urlopen('http://10.0.2.100:8080/v1/models', timeout=30).read())\n"
+        "s = socket.socket(); s.settimeout(4)\n"
+        "try:\n"
+        "    s.connect(('10.0.2.100', 8081)); print('connected')\n"
+        "except OSError as e:\n"
+        "    print(type(e).__name__)\n"
+    )
+    vm_spec = spec(guest_image, vm_cgroup, scratch_root, worker_socket=socket_path)
+    try:
+        async with started(vm_spec, make_backend(backend)) as vm:
+            await vm.wait_ready(READY_DEADLINE_S)  # QEMU has installed its filter by now
+            pid = vm.qemu_pid()
+            assert pid is not None
+            assert sandbox_in_force(sandbox_options(pid), seccomp_mode(pid), SANDBOX_WITH_CHANNEL)
+            result = await vm.exec(f"python3 -c {shlex.quote(fetch)}", deadline_s=90)
+    finally:
+        server.close()
+        await server.wait_closed()
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    assert result.exit_status == 0, result.stderr
+    lines = result.stdout.decode().split()
+    assert lines[:2] == ["b'worker'", "b'worker'"]
+    assert lines[2] != "connected"
+    assert len(requests) == 2 and all(r.startswith(b"GET /v1/models ") for r in requests)
 
 
 async def test_teardown_confirms_after_qemu_is_killed(

@@ -1,0 +1,176 @@
+"""Budgets read where a process runs: which cgroup per controller, and the tightest
+limit over its ancestors (libvirt sets the domain-wide CPU quota one level above
+QEMU's `emulator` cgroup). Fake trees here; the conformance suite reads live QEMUs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from host.cgroups import Cgroup
+from host.cgroups.mounts import CgroupMount
+from host.vm.budgets import (
+    BudgetUnread,
+    cgroup_dirs,
+    memory_limit_of,
+    memory_record_readings,
+    tightest_cpu_millicores,
+    tightest_pids_max,
+)
+from host.vm.cmdline import sandbox_options, seccomp_mode
+from host.vm.errors import VmError
+from host.vm.libvirt_backend import LibvirtVm
+from tests.host.vm.support import spec
+
+V1 = (
+    CgroupMount("v1", "cpu,cpuacct", frozenset({"cpu", "cpuacct"}), Path("/c/cpu")),
+    CgroupMount("v1", "memory", frozenset({"memory"}), Path("/c/memory")),
+    CgroupMount("v1", "pids", frozenset({"pids"}), Path("/c/pids")),
+    CgroupMount("v2", "unified", frozenset(), Path("/c/unified")),
+)
+LIBVIRT_QEMU = """9:name=systemd:/
+8:pids:/harness/trial-x
+4:memory:/machine/qemu-1-d.libvirt-qemu
+2:cpu,cpuacct:/machine/qemu-1-d.libvirt-qemu/emulator
+0::/machine/qemu-1-d.libvirt-qemu/emulator
+"""
+
+
+def test_cgroup_dirs_per_controller_and_unified() -> None:
+    dirs = cgroup_dirs(LIBVIRT_QEMU, V1)
+    domain = Path("/c/cpu/machine/qemu-1-d.libvirt-qemu")
+    assert dirs["cpu"] == (domain / "emulator", Path("/c/cpu"))
+    assert dirs["cpuacct"] == dirs["cpu"]  # co-mounted: one directory for both
+    assert dirs["memory"] == (Path("/c/memory/machine/qemu-1-d.libvirt-qemu"), Path("/c/memory"))
+    assert dirs["pids"] == (Path("/c/pids/harness/trial-x"), Path("/c/pids"))
+    assert dirs["unified"][0] == Path("/c/unified/machine/qemu-1-d.libvirt-qemu/emulator")
+    with pytest.raises(BudgetUnread):
+        cgroup_dirs("no colons here", V1)
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+
+
+@pytest.mark.parametrize("v1", [True, False], ids=["v1", "v2"])
+def test_cpu_limit_is_the_tightest_ancestor(tmp_path: Path, v1: bool) -> None:
+    """libvirt's layout: no limit on `emulator`, the domain-wide quota on its parent."""
+
+    def cpu(quota: str) -> dict[str, str]:
+        if v1:
+            return {"cpu.cfs_quota_us": quota, "cpu.cfs_period_us": "100000"}
+        return {"cpu.max": f"{'max' if quota == '-1' else quota} 100000"}
+
+    files = {f"machine/d/emulator/{k}": v for k, v in cpu("-1").items()}
+    files |= {f"machine/d/{k}": v for k, v in cpu("200000").items()}
+    files |= {f"machine/{k}": v for k, v in cpu("350000").items()}
+    _tree(tmp_path, files)
+    emulator = tmp_path / "machine" / "d" / "emulator"
+    assert tightest_cpu_millicores(emulator, tmp_path, v1) == 2000
+    assert tightest_cpu_millicores(tmp_path / "machine", tmp_path, v1) == 3500
+    unlimited = {f"machine/d/{k}": v for k, v in cpu("-1").items()}
+    unlimited |= {f"machine/{k}": v for k, v in cpu("-1").items()}
+    _tree(tmp_path, unlimited)
+    assert tightest_cpu_millicores(emulator, tmp_path, v1) is None
+    _tree(tmp_path, {f"machine/d/{k}": v for k, v in cpu("garbage").items()})
+    with pytest.raises(BudgetUnread):
+        tightest_cpu_millicores(emulator, tmp_path, v1)
+
+
+def test_pids_limit_is_the_tightest_ancestor(tmp_path: Path) -> None:
+    _tree(tmp_path, {"h/t/pids.max": "max", "h/pids.max": "512"})
+    assert tightest_pids_max(tmp_path / "h" / "t", tmp_path) == 512
+    _tree(tmp_path, {"h/t/pids.max": "64"})
+    assert tightest_pids_max(tmp_path / "h" / "t", tmp_path) == 64
+    _tree(tmp_path, {"h/t/pids.max": "max", "h/pids.max": "max"})
+    assert tightest_pids_max(tmp_path / "h" / "t", tmp_path) is None
+    _tree(tmp_path, {"h/pids.max": "-3"})
+    with pytest.raises(BudgetUnread):
+        tightest_pids_max(tmp_path / "h" / "t", tmp_path)
+
+
+def test_ancestry_stops_at_the_hierarchy_root(tmp_path: Path) -> None:
+    """A limit above the mount point is not this hierarchy's: never read."""
+    _tree(tmp_path, {"pids.max": "7", "mnt/t/pids.max": "max"})
+    assert tightest_pids_max(tmp_path / "mnt" / "t", tmp_path / "mnt") is None
+
+
+def test_memory_record_readings_v1_and_v2(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    _tree(v1, {"memory.max_usage_in_bytes": "4096", "memory.oom_control": "oom_kill 2"})
+    _tree(v2, {"memory.peak": "8192", "memory.events": "oom 1\noom_kill 1"})
+    peak, oom = memory_record_readings(v1)
+    assert (peak.value, oom.value) == (4096, 2)
+    peak, oom = memory_record_readings(v2)
+    assert (peak.value, oom.value) == (8192, 1)
+    peak, oom = memory_record_readings(tmp_path / "gone")  # libvirt removed it: unread
+    assert peak.state == oom.state == "unread"
+
+
+def test_live_process_reads_and_missing_process() -> None:
+    """This process's own memory cgroup reads as a limit or unlimited; a PID that does
+    not exist is unread, never unlimited."""
+    limit = memory_limit_of(os.getpid())
+    assert limit is None or limit > 0
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with pytest.raises(BudgetUnread):
+        memory_limit_of(gone.pid)
+
+
+def _wait_for_exec(pid: int) -> None:
+    """Until the child has exec'd: before that, /proc shows the forking parent's argv."""
+    deadline = time.monotonic() + 10
+    while b"-sandbox" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the child did not exec"
+        time.sleep(0.01)
+
+
+def test_sandbox_options_and_seccomp_mode_of_a_live_process() -> None:
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(30)",
+            "-sandbox",
+            "on,a=b",
+            "-sandbox",
+            "off",
+        ]
+    )
+    try:
+        _wait_for_exec(child.pid)
+        assert sandbox_options(child.pid) == ["on,a=b", "off"]
+        assert seccomp_mode(child.pid) == 0  # a plain process has no filter
+    finally:
+        child.kill()
+        child.wait()
+    assert sandbox_options(child.pid) == [] and seccomp_mode(child.pid) is None
+
+
+def test_libvirt_vm_refuses_a_qemu_without_our_filter(tmp_path: Path) -> None:
+    """What the libvirt backend checks on its paused QEMU, on a process whose argv
+    carries libvirt's default filter (spawn=deny) and no filter in the kernel."""
+    libvirt_default = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", "-sandbox", libvirt_default]
+    )
+    try:
+        _wait_for_exec(child.pid)
+        vm = LibvirtVm(spec(object(), cast(Cgroup, None), tmp_path))
+        vm.pid = child.pid
+        with pytest.raises(VmError) as err:
+            vm._check_sandbox()
+        assert err.value.category == "qemu_start_failed"
+    finally:
+        child.kill()
+        child.wait()
