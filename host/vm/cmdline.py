@@ -40,53 +40,11 @@ from host.vm.tags import resource_name
 QEMU_BINARY = "qemu-system-x86_64"
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny"
 SANDBOX_WITH_CHANNEL = "on,obsolete=deny,resourcecontrol=deny"
-SECCOMP_FILTER = 2  # /proc/PID/status `Seccomp:` of a process under a BPF filter
-
-
-def sandbox_option(worker_channel: bool) -> str:
-    """The `-sandbox` value: the channel's helper needs fork/exec and setuid-free spawn."""
-    return SANDBOX_WITH_CHANNEL if worker_channel else SANDBOX
-
-
-def seccomp_mode(pid: int) -> int | None:
-    """The kernel's word on process `pid`'s seccomp: 0 off, 1 strict, 2 filter; None unread."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    except OSError:
-        return None
-    for line in status.splitlines():
-        key, _, value = line.partition(":")
-        if key == "Seccomp" and value.strip().isdigit():
-            return int(value)
-    return None
-
-
-def sandbox_in_force(options: list[str], mode: int | None, expected: str) -> bool:
-    """Whether QEMU's filter is exactly *expected*: the only enabling ``-sandbox`` on
-    its argv (libvirt adds ``-sandbox off`` when told to add none; QEMU installs the
-    filter of every enabling option, so a second one would add its denials), and the
-    kernel reporting a seccomp filter (mode 2) on the process."""
-    enabling = [o for o in options if o != "off"]
-    return enabling == [expected] and mode == SECCOMP_FILTER
-
-
-def sandbox_options(pid: int) -> list[str]:
-    """Every `-sandbox` value on process `pid`'s command line, in order."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []
-    return [
-        argv[i + 1].decode("utf-8", "replace")
-        for i in range(len(argv) - 1)
-        if argv[i] == b"-sandbox"
-    ]
-
-
 """With host placement QEMU spawns socat per guest connection, and seccomp filters are
 inherited across exec: under `elevateprivileges=deny` the helper dies before it
 connects (measured: the guest's connection closes empty). Only that one denial is
 dropped, and only when the worker channel exists."""
+SECCOMP_FILTER = 2  # /proc/PID/status `Seccomp:` of a process under a BPF filter
 MACHINE = "q35,sata=off,smbus=off,vmport=off"
 """q35, not i440fx: under TCG, probing the virtio PCI devices took ~2.1 s on `pc` and
 ~0.25 s on q35 (measured with per-insmod timestamps in the initramfs)."""
@@ -156,6 +114,20 @@ def kernel_append(config: QemuConfig) -> str:
     if config.probe:
         parts.append(PROBE_CMDLINE_FLAG)
     return " ".join(parts)
+
+
+def sandbox_option(worker_channel: bool) -> str:
+    """The `-sandbox` value: the channel's helper needs fork/exec and setuid-free spawn."""
+    return SANDBOX_WITH_CHANNEL if worker_channel else SANDBOX
+
+
+def sandbox_in_force(options: list[str], mode: int | None, expected: str) -> bool:
+    """Whether QEMU's filter is exactly *expected*: the only enabling ``-sandbox`` on
+    its argv (libvirt adds ``-sandbox off`` when told to add none; QEMU installs the
+    filter of every enabling option, so a second one would add its denials), and the
+    kernel reporting a seccomp filter (mode 2) on the process."""
+    enabling = [o for o in options if o != "off"]
+    return enabling == [expected] and mode == SECCOMP_FILTER
 
 
 WORKER_GUEST_ADDRESS = "10.0.2.100"

@@ -32,18 +32,12 @@ from host.cgroups import CgroupError
 from host.vm.backend import VmSpec
 from host.vm.budgets import BudgetUnread, cpu_limit_of, memory_limit_of, pids_limit_of
 from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
-from host.vm.cmdline import (
-    QemuConfig,
-    sandbox_in_force,
-    sandbox_option,
-    sandbox_options,
-    seccomp_mode,
-)
+from host.vm.cmdline import QemuConfig, sandbox_in_force, sandbox_option
 from host.vm.domain import domain_xml
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm
 from host.vm.leftovers import LIBVIRT_LOG_DIR, find_processes
-from host.vm.process import process_running
+from host.vm.process import process_running, sandbox_options, seccomp_mode
 from host.vm.tags import resource_name
 from host.vm.virtconn import VirtError, domain_state, open_connection
 

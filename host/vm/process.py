@@ -91,13 +91,40 @@ def pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
-def peak_rss_bytes(pid: int) -> int | None:
-    """VmHWM of a live process, or None if it cannot be read."""
+def status_field(pid: int, key: str) -> str | None:
+    """The value of one ``Key:`` line of /proc/PID/status, or None if unread."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+        text = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
+        name, _, value = line.partition(":")
+        if name == key:
+            return value.strip()
     return None
+
+
+def peak_rss_bytes(pid: int) -> int | None:
+    """VmHWM of a live process, or None if it cannot be read."""
+    value = status_field(pid, "VmHWM")
+    fields = value.split() if value is not None else []
+    return int(fields[0]) * 1024 if fields and fields[0].isdigit() else None
+
+
+def seccomp_mode(pid: int) -> int | None:
+    """The kernel's word on process `pid`'s seccomp: 0 off, 1 strict, 2 filter; None unread."""
+    value = status_field(pid, "Seccomp")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def sandbox_options(pid: int) -> list[str]:
+    """Every `-sandbox` value on process `pid`'s command line, in order."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+    return [
+        argv[i + 1].decode("utf-8", "replace")
+        for i in range(len(argv) - 1)
+        if argv[i] == b"-sandbox"
+    ]

@@ -41,10 +41,12 @@ def _no_leftovers(result: TrialResult) -> None:
     records = _records(result)
     assert records.cleanup, "a VM trial owns resources"
     assert {c.status for c in records.cleanup} == {"confirmed"}
+    _no_qemu_left(records.trial.trial_id)
+
+
+def _no_qemu_left(trial_id: str) -> None:
     leftover = subprocess.run(
-        ["pgrep", "-f", f"harness-vm-{records.trial.trial_id[:16]}"],
-        capture_output=True,
-        check=False,
+        ["pgrep", "-f", f"harness-vm-{trial_id[:16]}"], capture_output=True, check=False
     )
     assert leftover.returncode == 1, "no QEMU process of this trial is left"
 
@@ -194,9 +196,4 @@ def test_trial_on_the_libvirt_backend(tmp_path: Path, agent: str) -> None:
         assert records.worker is not None and records.worker.category == "ok"
         assert records.worker.requests >= 1 and records.worker.admitted >= 1
         assert records.trial.verdict in ("accepted", "task_incomplete")
-    leftover = subprocess.run(
-        ["pgrep", "-f", f"harness-vm-{records.trial.trial_id[:16]}"],
-        capture_output=True,
-        check=False,
-    )
-    assert leftover.returncode == 1, "no QEMU process of this trial is left"
+    _no_qemu_left(records.trial.trial_id)

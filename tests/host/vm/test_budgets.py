@@ -23,9 +23,9 @@ from host.vm.budgets import (
     tightest_cpu_millicores,
     tightest_pids_max,
 )
-from host.vm.cmdline import sandbox_options, seccomp_mode
 from host.vm.errors import VmError
 from host.vm.libvirt_backend import LibvirtVm
+from host.vm.process import sandbox_options, seccomp_mode
 from tests.host.vm.support import spec
 
 V1 = (

@@ -33,8 +33,9 @@ from host.image.digest import sha256_file
 from host.ssh import SshError, connect, generate_trial_keys
 from host.vm import QemuVm, VmError
 from host.vm.budgets import cpu_limit_of, memory_limit_of, pids_limit_of, swap_limit_of
-from host.vm.cmdline import SANDBOX_WITH_CHANNEL, sandbox_in_force, sandbox_options, seccomp_mode
+from host.vm.cmdline import SANDBOX_WITH_CHANNEL, sandbox_in_force
 from host.vm.ports import probe_port
+from host.vm.process import sandbox_options, seccomp_mode
 from tests.host.vm.conftest import QEMU_CGROUP_LIMIT, tag_processes
 from tests.host.vm.support import (
     READY_DEADLINE_S,
