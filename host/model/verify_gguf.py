@@ -25,6 +25,7 @@ parity test is what checks that reading).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -315,6 +316,21 @@ class HashingReader:
         self._bar.end()
 
 
+@contextlib.contextmanager
+def open_hashing(path: Path) -> Iterator[HashingReader]:
+    """A :class:`HashingReader` over *path*; the file and the hashing thread are
+    released on leaving, whatever happened."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        hashing = HashingReader(fd, os.fstat(fd).st_size)
+        try:
+            yield hashing
+        finally:
+            hashing.close()
+    finally:
+        os.close(fd)
+
+
 def check_tensors(
     reader: gguf.GGUFReader,
     plan: ConversionPlan,
@@ -371,14 +387,9 @@ def verify_gguf(
         raise VerifyError("gguf_unreadable") from exc
     expected = expected_metadata(config, plan)
     check_metadata(reader, expected)
-    fd = os.open(gguf_path, os.O_RDONLY)
-    hashing = HashingReader(fd, os.fstat(fd).st_size)
-    try:
+    with open_hashing(gguf_path) as hashing:
         check_tensors(reader, plan, hashing=hashing)
         digest, size = hashing.finish()
-    finally:
-        hashing.close()
-        os.close(fd)
     del reader
     if expected_sha256 is not None and digest != expected_sha256:
         raise VerifyError("digest_mismatch")

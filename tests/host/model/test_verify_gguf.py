@@ -19,10 +19,10 @@ from host.model.convert import convert, plan_conversion
 from host.model.safetensors_header import DTYPES, widen
 from host.model.verify_gguf import (
     IDENTITY_EXCEPT_NAN,
-    HashingReader,
     check_tensors,
     expected_metadata,
     has_nan,
+    open_hashing,
     permutation_rows,
     verify_gguf,
 )
@@ -350,19 +350,12 @@ def test_hashing_reader_overlapping_and_short_reads(tmp_path: Path) -> None:
     path = tmp_path / "f"
     content = bytes(range(256)) * 1000
     path.write_bytes(content)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        reading = HashingReader(fd, len(content))
-        try:
-            assert reading.read(1000, 10) == content[1000:1010]
-            assert reading.read(500, 600) == content[500:1100]  # behind: not hashed again
-            assert reading.read(len(content) - 5, 100) == content[-5:]
-            assert reading.read(len(content) + 10, 4) == b""
-            assert reading.finish() == (hashlib.sha256(content).hexdigest(), len(content))
-        finally:
-            reading.close()
-    finally:
-        os.close(fd)
+    with open_hashing(path) as reading:
+        assert reading.read(1000, 10) == content[1000:1010]
+        assert reading.read(500, 600) == content[500:1100]  # behind: not hashed again
+        assert reading.read(len(content) - 5, 100) == content[-5:]
+        assert reading.read(len(content) + 10, 4) == b""
+        assert reading.finish() == (hashlib.sha256(content).hexdigest(), len(content))
 
 
 def test_hashing_reader_finish_hashes_what_was_not_read(tmp_path: Path) -> None:
@@ -371,13 +364,6 @@ def test_hashing_reader_finish_hashes_what_was_not_read(tmp_path: Path) -> None:
     path = tmp_path / "f"
     content = os.urandom(3 * 1024 * 1024 + 17)
     path.write_bytes(content)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        reading = HashingReader(fd, len(content))
-        try:
-            assert reading.read(100, 10) == content[100:110]
-            assert reading.finish() == (hashlib.sha256(content).hexdigest(), len(content))
-        finally:
-            reading.close()
-    finally:
-        os.close(fd)
+    with open_hashing(path) as reading:
+        assert reading.read(100, 10) == content[100:110]
+        assert reading.finish() == (hashlib.sha256(content).hexdigest(), len(content))
