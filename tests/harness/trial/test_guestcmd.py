@@ -12,8 +12,8 @@ import pytest
 
 from guest.gate.bootstrap import report
 from harness.trial.guestcmd import command_failure, parse_gate_line
-from host.ssh import CommandResult
 from host.ssh.errors import SshError
+from tests.harness.trial.guestfakes import ended
 
 PINS = "ab" * 32
 
@@ -66,18 +66,6 @@ def test_no_gate_line_is_unread() -> None:
     assert parse_gate_line(b"Traceback (most recent call last):\n" + _line()) is None
 
 
-def _ended(exit_status: int | None, stdout: bytes, signal: str | None = None) -> CommandResult:
-    return CommandResult(
-        exit_status=exit_status,
-        exit_signal=signal,
-        stdout=stdout,
-        stderr=b"",
-        stdout_truncated=False,
-        stderr_truncated=False,
-        duration_ms=1,
-    )
-
-
 @pytest.mark.parametrize(
     ("exit_status", "stdout", "signal", "failure"),
     [
@@ -101,12 +89,12 @@ def test_a_gated_commands_end_is_named(
     """Mutation controls: without the gate-line check the two refusals read as
     exited_nonzero / None; without the signal check the kill raises protocol_error; with
     the exit status alone, refused-but-0 is None."""
-    assert command_failure(_ended(exit_status, stdout, signal)) == failure
+    assert command_failure(ended(exit_status, stdout, signal)) == failure
 
 
 def test_a_channel_that_says_nothing_of_the_end_is_an_ssh_failure() -> None:
     """Neither an exit status nor a signal: the channel did not report how the command
     ended, so nothing is claimed about the command (the VM's record names SSH)."""
     with pytest.raises(SshError) as info:
-        command_failure(_ended(None, _line()))
+        command_failure(ended(None, _line()))
     assert info.value.category == "protocol_error"

@@ -25,23 +25,12 @@ from harness.trial.guestrecords import (
 from receipts.canonical import canonical
 from receipts.records.hostreading import HOST_READINGS
 from receipts.recordset import RecordSet
+from tests.harness.trial.guestfakes import agent_file
 from tests.receipts.builders import accepted_model_trial
 
 
 def _records() -> RecordSet:
     return accepted_model_trial()
-
-
-def _agent_file(records: RecordSet) -> bytes:
-    """The agent's record file as guest/agent/__main__.py writes it."""
-    assert records.agent is not None
-    return canonical(
-        {
-            "agent": records.agent.to_json(),
-            "turns": [turn.to_json() for turn in records.agent_turns],
-            "tool_calls": [call.to_json() for call in records.tool_calls],
-        }
-    )
 
 
 def _kind(read: object, data: bytes) -> str:
@@ -56,7 +45,7 @@ def _kind(read: object, data: bytes) -> str:
 def test_the_agent_file_as_written_is_read_whole() -> None:
     """The positive control: the bytes the guest writes come back as the same records."""
     records = _records()
-    output = read_agent_output(_agent_file(records))
+    output = read_agent_output(agent_file(records))
     assert output.agent == records.agent
     assert output.turns == records.agent_turns and len(output.turns) == 2
     assert output.tool_calls == records.tool_calls
@@ -68,14 +57,14 @@ def test_agent_file_with_a_duplicate_key_is_refused() -> None:
     records = _records()
     assert records.agent is not None
     crashed = canonical(records.agent.model_copy(update={"category": "agent_crashed"}).to_json())
-    data = _agent_file(records)
+    data = agent_file(records)
     assert data.startswith(b'{"agent":')
     data = b'{"agent":' + crashed + b"," + data[1:]
     assert _kind(read_agent_output, data) == "duplicate_key"
 
 
 def test_agent_file_with_nan_is_refused() -> None:
-    data = _agent_file(_records()).replace(b'"duration_ms":', b'"x":NaN,"duration_ms":', 1)
+    data = agent_file(_records()).replace(b'"duration_ms":', b'"x":NaN,"duration_ms":', 1)
     assert b"NaN" in data
     assert _kind(read_agent_output, data) == "non_finite_number"
 
@@ -117,8 +106,8 @@ def test_agent_file_of_another_shape_is_refused(damage: str) -> None:
 
 def test_agent_file_with_a_record_outside_its_schema_is_refused() -> None:
     records = _records()
-    data = _agent_file(records).replace(b'"kind":"tool_call"', b'"kind":"tool_cal"', 1)
-    assert data != _agent_file(records)
+    data = agent_file(records).replace(b'"kind":"tool_call"', b'"kind":"tool_cal"', 1)
+    assert data != agent_file(records)
     assert _kind(read_agent_output, data) == "schema_invalid"
 
 
@@ -130,7 +119,7 @@ def test_agent_file_claiming_the_hosts_own_reading_is_refused(reading: str) -> N
     records = _records()
     assert records.agent is not None
     claimed = records.agent.model_copy(update={"category": reading})
-    data = _agent_file(dataclasses.replace(records, agent=claimed))
+    data = agent_file(dataclasses.replace(records, agent=claimed))
     assert _kind(read_agent_output, data) == "schema_invalid"
 
 

@@ -29,6 +29,7 @@ from host.vm.cleanup import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
 from receipts.recordset import RecordSet
+from tests.harness.trial.guestfakes import agent_file, ended
 from tests.receipts.builders import accepted_model_trial, accepted_scripted_trial, replace
 
 TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
@@ -197,18 +198,6 @@ def test_an_exception_inside_a_stage_still_writes_a_valid_receipt(
     assert read.preflight is not None and read.source is not None and read.image is None
 
 
-def _probe(exit_status: int | None, stdout: bytes) -> CommandResult:
-    return CommandResult(
-        exit_status=exit_status,
-        exit_signal=None,
-        stdout=stdout,
-        stderr=b"",
-        stdout_truncated=False,
-        stderr_truncated=False,
-        duration_ms=1,
-    )
-
-
 @pytest.mark.parametrize(
     ("exit_status", "stdout", "state"),
     [
@@ -225,7 +214,7 @@ def _probe(exit_status: int | None, stdout: bytes) -> CommandResult:
     ],
 )
 def test_disk_probe_has_three_answers(exit_status: int | None, stdout: bytes, state: str) -> None:
-    assert parse_probe(_probe(exit_status, stdout)) == state
+    assert parse_probe(ended(exit_status, stdout)) == state
 
 
 def test_probe_of_a_lost_connection_is_unread() -> None:
@@ -268,18 +257,7 @@ class _GuestWrote(Trial):
     async def guest(
         self, command: str, deadline_s: float, stdin: bytes | None = None
     ) -> CommandResult:
-        return _probe(0, b"")
-
-
-def _agent_file(records: RecordSet) -> bytes:
-    assert records.agent is not None
-    return canonical(
-        {
-            "agent": records.agent.to_json(),
-            "turns": [turn.to_json() for turn in records.agent_turns],
-            "tool_calls": [call.to_json() for call in records.tool_calls],
-        }
-    )
+        return ended(0, b"")
 
 
 def _run_stage(trial: Trial, stage: Any) -> bool:
@@ -304,7 +282,7 @@ def _options(tmp_path: Path) -> TrialOptions:
 def test_the_agent_file_as_written_is_kept(tmp_path: Path) -> None:
     """The positive control for the refusals below: same fake guest, intact file."""
     records = accepted_model_trial()
-    trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": _agent_file(records)})
+    trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": agent_file(records)})
     assert not _run_stage(trial, trial.stage_agent)
     assert trial.records.singles["agent"] == records.agent
     assert trial.records.turns == records.agent_turns
@@ -321,7 +299,7 @@ def test_an_agent_file_that_does_not_read_fails_the_agent_stage(
     GuestOutputInvalid handler, or `records_invalid` outside AGENT_FAILURES, fails this."""
     records = accepted_model_trial()
     assert records.agent is not None
-    good = _agent_file(records)
+    good = agent_file(records)
     crashed = canonical(records.agent.model_copy(update={"category": "agent_crashed"}).to_json())
     data: bytes | None = {
         "duplicate_key": b'{"agent":' + crashed + b"," + good[1:],
@@ -403,10 +381,10 @@ GATE_OK = b'HARNESS-GATE {"category":"ok","files_verified":12,"pin_table_sha256"
 GATE_REFUSED = GATE_OK.replace(b'"ok"', b'"digest_mismatch"')
 
 ENDS: dict[str, CommandResult | SshError] = {
-    "gate_refused": _probe(3, GATE_REFUSED + b'"}\n'),
+    "gate_refused": ended(3, GATE_REFUSED + b'"}\n'),
     "killed_by_signal": CommandResult(None, "KILL", GATE_OK + b'"}\n', b"", False, False, 1),
     "deadline_exceeded": SshError("command_timeout"),
-    "exited_nonzero": _probe(1, GATE_OK + b'"}\n'),
+    "exited_nonzero": ended(1, GATE_OK + b'"}\n'),
 }
 """How the gated command ends, one per category, as the SSH client reports it."""
 
@@ -426,7 +404,7 @@ class _GuestEnded(_GuestWrote):
         self, command: str, deadline_s: float, stdin: bytes | None = None
     ) -> CommandResult:
         if "guest.agent" not in command and "guest.verify" not in command:
-            return _probe(0, b"")
+            return ended(0, b"")
         if isinstance(self.end, SshError):
             raise self.end
         return self.end
@@ -451,7 +429,7 @@ def test_an_agent_command_that_ends_without_a_record_is_named(
     is read, or StageFailed is not raised); `deadline_exceeded` without its handler raises
     SshError."""
     records = accepted_model_trial()
-    trial = _GuestEnded(_options(tmp_path), ENDS[end], {"/work/agent.json": _agent_file(records)})
+    trial = _GuestEnded(_options(tmp_path), ENDS[end], {"/work/agent.json": agent_file(records)})
     assert _run_stage(trial, trial.stage_agent)
     agent = trial.records.singles["agent"]
     assert (agent.category, agent.turns, agent.tool_calls, agent.policy) == (end, 0, 0, "model")
