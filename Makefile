@@ -1,14 +1,18 @@
 # The two commands README.md starts with: `make trial` and `make test`.
 # Both set the machine up first (idempotent) and need nothing installed beforehand
 # but make itself.
-.PHONY: setup test lint unit trial schemas
+.PHONY: setup setup-guest test lint unit trial schemas
 
 VENV := .venv/bin
 
 setup:
 	@bash .ci/setup
 
-lint: setup
+# The tests also run the worker inside the guest, which needs the guest's own wheel.
+setup-guest:
+	@bash .ci/setup --guest-wheel
+
+lint: setup-guest
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
 	$(VENV)/mypy

@@ -144,6 +144,7 @@ def _download_sdist(dest: Path) -> Path:
             str(dest),
             f"{LLAMA_PACKAGE}=={LLAMA_VERSION}",
         ],
+        stdout=sys.stderr,  # our stdout carries the one JSON result line
         check=False,
     )
     if proc.returncode != 0:
@@ -158,6 +159,7 @@ def _build_wheel(sdist: Path, out: Path, flavour: Flavour) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(sdist)],
         env=env,
+        stdout=sys.stderr,  # our stdout carries the one JSON result line
         check=False,
     )
     if proc.returncode != 0:
