@@ -28,6 +28,7 @@ from receipts.records import (
     ToolCallRecord,
     TrialRecord,
     VerificationRecord,
+    VerifierVmRecord,
     VmRecord,
     WorkerRecord,
     WorkerRequestRecord,
@@ -46,6 +47,9 @@ class RecordSet:
     model: ModelRecord | None = None
     image: ImageRecord | None = None
     vm: VmRecord | None = None
+    verifier_vm: VerifierVmRecord | None = None
+    """The pristine second guest the hidden tests ran in (absent in receipts of harnesses
+    that verified inside the agent's guest)."""
     gate: GateRecord | None = None
     worker: WorkerRecord | None = None
     agent: AgentRecord | None = None
@@ -104,6 +108,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("model", ModelRecord, sequence=False),
     Kind("image", ImageRecord, sequence=False),
     Kind("vm", VmRecord, sequence=False),
+    Kind("verifier_vm", VerifierVmRecord, sequence=False),
     Kind("gate", GateRecord, sequence=False),
     Kind("worker", WorkerRecord, sequence=False),
     Kind("agent", AgentRecord, sequence=False),

@@ -57,6 +57,18 @@ def first_failed_stage(records: RecordSet) -> Stage | None:
     return None
 
 
+def _verifier_oom(records: RecordSet, stage: Stage) -> bool:
+    """Verification failed because the verification guest's QEMU went over its budget."""
+    verification, guest = records.verification, records.verifier_vm
+    return (
+        stage == "verification"
+        and verification is not None
+        and verification.category == "verifier_vm_failed"
+        and guest is not None
+        and guest.category == OOM_CATEGORY
+    )
+
+
 def derive_verdict(records: RecordSet) -> Verdict:
     trial = records.trial
     if trial is None:
@@ -68,7 +80,7 @@ def derive_verdict(records: RecordSet) -> Verdict:
         if record is None:
             return "evidence_incomplete"
         if not stage_succeeded(record):
-            if getattr(record, "category", None) == OOM_CATEGORY:
+            if getattr(record, "category", None) == OOM_CATEGORY or _verifier_oom(records, stage):
                 return "failed_oom"  # the budget named the failure, not the stage
             return cast(Verdict, f"failed_{stage}")
     if trial.internal_error_stage is not None:
@@ -87,11 +99,13 @@ def derive_verdict(records: RecordSet) -> Verdict:
         return "failed_host_state"
     if results != {"unchanged"}:
         return "evidence_incomplete"
-    vm_oom = records.vm.oom_kills if records.vm else 0
-    worker_oom = records.worker.oom_kills if records.worker else 0
-    if vm_oom or worker_oom:
+    ooms = [
+        record.oom_kills if record is not None else 0
+        for record in (records.vm, records.worker, records.verifier_vm)
+    ]
+    if any(ooms):
         return "failed_oom"
-    if vm_oom is None or worker_oom is None:
+    if None in ooms:
         return "evidence_incomplete"
     assert records.verification is not None  # a required stage, checked above
     return "accepted" if records.verification.result == "passed" else "task_incomplete"

@@ -30,8 +30,9 @@ from receipts.records import (
     VerificationRecord,
     WorkerRequestRecord,
 )
-from receipts.records.hostreading import HOST_READINGS, HostReading
+from receipts.records.hostreading import HOST_READINGS, HostReading, VerifierHostReading
 from receipts.records.trial import Policy
+from receipts.records.verification import VERIFICATION_HOST_READINGS
 from receipts.strictjson import JsonValue, StrictJsonError, StrictJsonKind, loads_strict
 
 GuestOutputFault = Literal[StrictJsonKind, "not_an_object", "schema_invalid", "too_large"]
@@ -106,7 +107,7 @@ def read_verification(data: bytes) -> VerificationRecord:
         record = VerificationRecord.model_validate_json(data)
     except ValidationError:
         raise GuestOutputInvalid("schema_invalid") from None
-    if record.category in HOST_READINGS:
+    if record.category in VERIFICATION_HOST_READINGS:
         raise GuestOutputInvalid("schema_invalid")
     return record
 
@@ -141,7 +142,9 @@ def unread_agent_record(policy: Policy, reading: HostReading = "records_invalid"
     )
 
 
-def unread_verification_record(reading: HostReading = "records_invalid") -> VerificationRecord:
+def unread_verification_record(
+    reading: HostReading | VerifierHostReading = "records_invalid",
+) -> VerificationRecord:
     """The verification stage's record when its file was refused, or its command ended
     without one (`reading` names which): failed, no digests (none was read), counts 0 and
     network isolation `unread`."""

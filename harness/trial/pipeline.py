@@ -12,12 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import secrets
 import shutil
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from guest.task import load_task, task_digest
 from harness.dispatch import DispatchRefused, admit
 from harness.profiles import Profile
 from harness.source import bind_source
+from harness.trial.carry import CarryRefused, tar_command, unpack_workspace
 from harness.trial.guestcmd import (
     GATE_SOURCE,
     READ_ONLY,
@@ -59,7 +58,15 @@ from harness.trial.owned import OwnedResources
 from harness.trial.placement import PlacementRequest, resolve_placement
 from harness.trial.preflight import preflight
 from harness.trial.progress import NoProgress, ProgressSink, TrialStep
-from harness.trial.vmstage import DiskPlan, VmHandle, VmStageFailed, start_vm, vm_record
+from harness.trial.vmstage import (
+    DiskPlan,
+    VmHandle,
+    VmStageFailed,
+    start_verifier_vm,
+    start_vm,
+    verifier_memory_bytes,
+    vm_record,
+)
 from harness.trial.workerstage import READY_DEADLINE_S as HOST_READY_S
 from harness.trial.workerstage import (
     HostWorker,
@@ -81,7 +88,7 @@ from host.runtime import (
 from host.ssh import CommandResult, SshSession
 from host.ssh.errors import SshError
 from host.vm.backend import Vm, VmBackend
-from host.vm.categories import Accelerator, AccelRequest
+from host.vm.categories import Accelerator, AcceleratorReason, AccelRequest
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm
 from host.vm.lease import TrialLease
@@ -97,6 +104,9 @@ from receipts.records import (
     SourceRecord,
     ToolCallRecord,
     TrialRecord,
+    VerificationRecord,
+    VerifierVmRecord,
+    VmRecord,
     WorkerRecord,
     WorkerRequestRecord,
 )
@@ -161,27 +171,6 @@ def _ms(since: float) -> int:
     return int((time.monotonic() - since) * 1000)
 
 
-def _task_tar(task_dir: Path) -> bytes:
-    """The full task (incl. hidden tests) as a deterministic tar, sent only for verification."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for path in sorted(task_dir.rglob("*")):
-            if "__pycache__" in path.parts:
-                continue
-            info = archive.gettarinfo(
-                str(path), arcname=f"{task_dir.name}/{path.relative_to(task_dir)}"
-            )
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            info.mtime = 0
-            if info.isfile():
-                with path.open("rb") as handle:
-                    archive.addfile(info, handle)
-            else:
-                archive.addfile(info)
-    return buffer.getvalue()
-
-
 def _backend_named(name: Literal["qemu", "libvirt"]) -> VmBackend:
     """The VM backend `--backend` names; the trial record states the same name."""
     return LibvirtBackend() if name == "libvirt" else QemuBackend()
@@ -205,6 +194,14 @@ class Trial:
         self.owned = OwnedResources()
         self.vm: VmHandle | None = None
         self.vm_category: VmCategory = "ok"
+        self.vm_final: VmRecord | None = None
+        """The agent guest's record, once read before that guest was released early."""
+        self.verifier: VmHandle | None = None
+        """The pristine guest the hidden tests run in (verification stage)."""
+        self.verifier_started = False
+        """Whether the verification guest was attempted: then it has a record, even
+        when its cgroup could not be made (no handle)."""
+        self.verifier_category: VmCategory = "ok"
         self.task_dir = REPO / "profiles" / "tasks" / options.task
         self.runtime: GuestRuntime | None = None
         """What the agent and the verifier import (and the gate stage verifies)."""
@@ -246,25 +243,36 @@ class Trial:
     def keep(self, name: str, record: Any) -> None:
         self.records.singles[name] = record
 
-    def live_vm(self) -> Vm:
-        if self.vm is None or self.vm.vm is None:
+    def live_vm(self, handle: VmHandle | None = None) -> Vm:
+        """The agent's guest, or the guest `handle` holds (the verifier's)."""
+        handle = handle if handle is not None else self.vm
+        if handle is None or handle.vm is None:
             raise StageFailed
-        return self.vm.vm
+        return handle.vm
 
-    def live_session(self) -> SshSession:
-        vm = self.live_vm()
+    def live_session(self, handle: VmHandle | None = None) -> SshSession:
+        vm = self.live_vm(handle)
         if not isinstance(vm, GuestVm):
             raise StageFailed
         return vm.session()
 
     async def guest(
-        self, command: str, deadline_s: float, stdin: bytes | None = None
+        self,
+        command: str,
+        deadline_s: float,
+        stdin: bytes | None = None,
+        handle: VmHandle | None = None,
     ) -> CommandResult:
-        """Run a command in the guest (stdin carries the gate's source when gated)."""
-        return await self.live_session().run(command, deadline_s=deadline_s, stdin=stdin)
+        """Run a command in the agent's guest, or in `handle`'s (stdin carries the gate's
+        source when gated)."""
+        return await self.live_session(handle).run(command, deadline_s=deadline_s, stdin=stdin)
 
     async def gated(
-        self, module: str, args: list[str], deadline_s: float
+        self,
+        module: str,
+        args: list[str],
+        deadline_s: float,
+        handle: VmHandle | None = None,
     ) -> GuestCommandFailure | None:
         """Run `module` in the guest through the runtime gate; how it ended as the host reads
         it (guestcmd.command_failure), or None when the gate let it run and it exited 0.
@@ -277,9 +285,9 @@ class Trial:
         assert self.runtime is not None
         command = gated_command(self.runtime.pins_sha256, module, *args)
         try:
-            result = await self.guest(command, deadline_s, stdin=GATE_SOURCE)
+            result = await self.guest(command, deadline_s, stdin=GATE_SOURCE, handle=handle)
         except SshError as exc:
-            if exc.category != "command_timeout" or self._vm_gone():
+            if exc.category != "command_timeout" or self._vm_gone(handle):
                 raise
             return "deadline_exceeded"
         return command_failure(result)
@@ -548,66 +556,148 @@ class Trial:
         if not stage_succeeded(output.agent):
             raise StageFailed
 
-    async def fetch_output(self, remote: str) -> bytes:
+    async def fetch_output(self, remote: str, handle: VmHandle | None = None) -> bytes:
         """A record file the guest wrote. One over the transfer limit is the guest's output
         refused (`too_large`), not a lost connection."""
         with tempfile.TemporaryDirectory() as tmp:
             local = Path(tmp) / "output.json"
             try:
-                await self.live_vm().get(remote, local, 60.0)
+                await self.live_vm(handle).get(remote, local, 60.0)
             except SshError as exc:
                 if exc.category != "transfer_too_large":
                     raise
                 raise GuestOutputInvalid("too_large") from None
             return local.read_bytes()
 
-    def verification_tar(self) -> bytes:
-        """The task as sent for verification; the guest's digest of what it received must
-        equal the host's digest of the task directory."""
-        return _task_tar(self.task_dir)
+    async def stage_verification(self, image: GuestImage, scratch: Path) -> None:
+        """The hidden tests, in a guest the agent never touched.
 
-    async def stage_verification(self) -> None:
+        The agent's guest is untrusted once the model's code ran there (a planted
+        `sitecustomize`, a process that outlived its tool call, a rewritten interpreter):
+        only its final workspace leaves it, as an archive the host unpacks into regular
+        files (carry.py). That guest is then released, and a second guest boots from the
+        same pristine content-keyed image in a new overlay, with the carried workspace
+        and the whole task (hidden tests included, from the host) on its read-only disk.
+        The verifier runs there through the runtime gate, and its record is judged here."""
         assert self.runtime is not None and self.vm is not None
-        expected = task_digest(self.task_dir)
-        with tempfile.TemporaryDirectory() as tmp:
-            tar = Path(tmp) / "task.tar"
-            tar.write_bytes(self.verification_tar())
-            await self.live_vm().put(tar, f"{WORK}/verify-task.tar", 60.0)
-            target = f"{WORK}/verify-task"
-            unpack = await self.guest(
-                f"mkdir -p {target} && tar -xf {WORK}/verify-task.tar -C {target}", 60.0
-            )
-            if unpack.exit_status != 0:
-                raise StageFailed
-            args = [
-                "--task-dir",
-                f"{WORK}/verify-task/{self.o.task}",
-                "--workspace",
-                f"{WORK}/workspace",
-                "--scratch",
-                f"{WORK}/verify",
-                "--records",
-                f"{WORK}/verification.json",
-            ]
-            task = load_task(self.task_dir)
-            failure = await self.gated("guest.verify", args, float(task.hidden.deadline_s) + 60.0)
-            if failure is not None:
-                self.keep("verification", unread_verification_record(failure))
-                raise StageFailed
+        carried = await self.carry_workspace(scratch)
+        accelerator = await self.release_agent_guest()
+        if carried is None:
+            self.keep("verification", unread_verification_record("workspace_not_carried"))
+            raise StageFailed
+        source = await asyncio.to_thread(self.verifier_source, scratch, carried)
+        self.verifier_started = True
         try:
-            record = read_verification(await self.fetch_output(f"{WORK}/verification.json"))
-        except GuestOutputInvalid:
-            self.keep("verification", unread_verification_record())
+            self.verifier = await start_verifier_vm(
+                profile=self.o.profile,
+                image=image,
+                data_source=source,
+                tag=self.tag,
+                trial_root=self.o.cache / "trials",
+                backend=self.backend,
+                accelerator=accelerator,
+                owned=self.owned,
+            )
+        except VmStageFailed as failure:
+            self.verifier, self.verifier_category = failure.handle, failure.category
+            self.keep("verification", unread_verification_record("verifier_vm_failed"))
             raise StageFailed from None
-        if record.task_sha256 != expected:  # the guest verified other tests than ours
+        try:
+            await self.judge_verification(self.verifier)
+        except (SshError, VmError):
+            lost = self._vm_gone(self.verifier)
+            self.verifier_category = "qemu_exited" if lost else "ssh_dropped"
+            self.keep("verification", unread_verification_record("verifier_vm_failed"))
+            raise StageFailed from None
+
+    async def judge_verification(self, handle: VmHandle | None) -> None:
+        """Run the verifier in `handle`'s guest and keep its record, cross-checked here
+        against the task the host shipped."""
+        record = await self.run_verifier(handle)
+        read = record.task_sha256 is not None  # None only in the host's stand-in
+        if read and record.task_sha256 != task_digest(self.task_dir):  # other tests than ours
             record = record.model_copy(update={"category": "runner_error", "result": "failed"})
         self.keep("verification", record)
         if record.category != "ok":
             raise StageFailed
 
-    def _vm_gone(self) -> bool:
-        """Whether the guest's QEMU process has exited (vs. only the SSH link failing)."""
-        vm = self.vm.vm if self.vm is not None else None
+    async def carry_workspace(self, scratch: Path) -> Path | None:
+        """The agent guest's final workspace as a host directory of regular files, or None
+        when what that guest sent is not one (too large, malformed, unsafe names)."""
+        archive = f"{WORK}/final-workspace.tar"
+        packed = await self.guest(tar_command(f"{WORK}/workspace", archive), 120.0)
+        if packed.exit_status != 0:
+            return None
+        local = scratch / "final-workspace.tar"
+        try:
+            await self.live_vm().get(archive, local, 120.0)
+        except SshError as exc:
+            if exc.category != "transfer_too_large":
+                raise
+            return None
+        dest = scratch / "final-workspace"
+        try:
+            await asyncio.to_thread(unpack_workspace, local, dest)
+        except CarryRefused:
+            return None
+        finally:
+            local.unlink(missing_ok=True)
+        return dest
+
+    async def release_agent_guest(self) -> tuple[Accelerator, AcceleratorReason]:
+        """Read the agent guest's VM record, then release that guest before the
+        verification guest boots: nothing of it is needed any more, and a 12 GiB guest
+        need not sit beside the next. Returns the accelerator the trial chose, which the
+        verification guest reuses."""
+        assert self.vm is not None and self.vm.vm is not None
+        facts = self.vm.vm.facts()
+        self.vm_final = vm_record(self.vm, self.vm_category, self.o.profile)
+        await self.owned.release_early("qemu_process")
+        return facts.accelerator, facts.accelerator_reason
+
+    def verifier_source(self, scratch: Path, workspace: Path) -> Path:
+        """The verification guest's read-only disk: the runtime and its pins, the whole
+        task from the host (hidden tests included), and the carried workspace."""
+        assert self.runtime is not None
+        root = scratch / "verifier-data"
+        shutil.copytree(self.runtime.root, root / "runtime", copy_function=_link_or_copy)
+        shutil.copy(self.runtime.pins, root / "pins.json")
+        shutil.copytree(
+            self.task_dir,
+            root / "task" / self.o.task,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        shutil.copytree(workspace, root / "workspace")
+        return root
+
+    async def run_verifier(self, handle: VmHandle | None) -> VerificationRecord:
+        """guest.verify in `handle`'s guest; its record, or the host's stand-in."""
+        task = load_task(self.task_dir)
+        args = [
+            "--task-dir",
+            f"{READ_ONLY}/task/{self.o.task}",
+            "--workspace",
+            f"{READ_ONLY}/workspace",
+            "--scratch",
+            f"{WORK}/verify",
+            "--records",
+            f"{WORK}/verification.json",
+        ]
+        deadline = float(task.hidden.deadline_s) + 60.0
+        failure = await self.gated("guest.verify", args, deadline, handle=handle)
+        if failure is not None:
+            return unread_verification_record(failure)
+        try:
+            data = await self.fetch_output(f"{WORK}/verification.json", handle=handle)
+            return read_verification(data)
+        except GuestOutputInvalid:
+            return unread_verification_record()
+
+    def _vm_gone(self, handle: VmHandle | None = None) -> bool:
+        """Whether the guest's QEMU process (the agent's, or `handle`'s) has exited (vs.
+        only the SSH link failing)."""
+        handle = handle if handle is not None else self.vm
+        vm = handle.vm if handle is not None else None
         if not isinstance(vm, GuestVm):
             return False
         settle = time.monotonic() + 2.0  # the SSH error can arrive before the exit is visible
@@ -674,7 +764,7 @@ class Trial:
         finally:
             await self.stop_worker()  # before verification, and whatever the agent did
         with self.stage_step("verification"):
-            await self.stage_verification()
+            await self.stage_verification(image, scratch)
 
     async def run(self) -> TrialResult:
         """The trial under its lease (host/vm/lease.py): `harness gc` leaves a live
@@ -702,15 +792,29 @@ class Trial:
                     self.crashed = True
         finally:
             with self.step("teardown"):
-                vm_final = (
+                vm_final = self.vm_final or (
                     vm_record(self.vm, self.vm_category, self.o.profile)
                     if self.vm is not None
+                    else None
+                )
+                verifier_final = (
+                    VerifierVmRecord.of(
+                        vm_record(
+                            self.verifier,
+                            self.verifier_category,
+                            self.o.profile,
+                            guest_memory_bytes=verifier_memory_bytes(self.o.profile),
+                        )
+                    )
+                    if self.verifier_started
                     else None
                 )
                 cleanup = await self.owned.release_all()
                 shutil.rmtree(scratch, ignore_errors=True)
         if vm_final is not None:
             self.keep("vm", vm_final)
+        if verifier_final is not None:
+            self.keep("verifier_vm", verifier_final)
         with self.step("bundle"):
             hoststate = host_state_record(before, self.host_snapshot(trials_root))
             return self.bundle(started_ms, cleanup, hoststate)
@@ -742,6 +846,8 @@ class Trial:
             for later in STAGE_ORDER:
                 if _after(later, void_from):
                     singles.pop(later, None)
+            if "verification" not in singles:  # the verification guest goes with its stage
+                singles.pop("verifier_vm", None)
             if _after("worker", void_from):
                 self.worker_requests = ()
             if _after("agent", void_from):

@@ -33,7 +33,7 @@ from host.vm.budgets import (
     pids_limit_of,
     swap_limit_of,
 )
-from host.vm.categories import Accelerator, AccelRequest
+from host.vm.categories import Accelerator, AcceleratorReason, AccelRequest
 from host.vm.cleanup import CleanupResult
 from host.vm.errors import VmError
 from receipts.records import VmRecord
@@ -101,6 +101,30 @@ def _release_dir(path: Path) -> tuple[CleanupResult, ...]:
     return (CleanupResult("data_disk", "confirmed", "file_absent", elapsed),)
 
 
+VERIFIER_MEMORY_MIB = 1024
+"""The verification guest's RAM (capped by the profile's): it runs the hidden tests only,
+never the model, so a profile sized for a 4B model's worker needs no more here."""
+
+
+def verifier_memory_bytes(profile: Profile) -> int:
+    """The verification guest's RAM: the profile's, capped at VERIFIER_MEMORY_MIB."""
+    return min(profile.memory.guest_ram // MIB, VERIFIER_MEMORY_MIB) * MIB
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What one guest of a trial is called on the host (host/vm/leftovers.py finds each)."""
+
+    cgroup: str
+    data_dir: str
+
+
+def _names(tag: str, role: str) -> _Names:
+    if role == "agent":
+        return _Names(cgroup=f"trial-{tag}", data_dir=f"data-{tag}")
+    return _Names(cgroup=f"verifier-{tag}", data_dir=f"verifier-data-{tag}")
+
+
 async def start_vm(
     *,
     profile: Profile,
@@ -112,13 +136,84 @@ async def start_vm(
     accel: AccelRequest,
     owned: OwnedResources,
 ) -> VmHandle:
-    """Bring the guest up under its budgets; raises VmStageFailed with the category.
+    """Bring the agent's guest up under its budgets; raises VmStageFailed with the category.
 
     The accelerator is chosen first, because what goes on the read-only disk and
     whether a worker channel exists depend on it (`auto` placement); `plan` is asked
     for both once the choice is known."""
+    handle, disk_dir = _acquire(profile, tag, "agent", trial_root, owned)
     try:
-        cgroup = detect().create(f"trial-{tag}")
+        choice = await choose_accelerator(
+            accel,
+            image.vmlinux,
+            image.initramfs,
+            cgroup=handle.cgroup,
+            scratch_root=trial_root,
+            tag=tag,
+        )
+        disk_plan = await plan(choice.accelerator)
+    except VmError as exc:
+        raise VmStageFailed(exc.category, handle) from None
+    except OSError:
+        raise VmStageFailed("qemu_start_failed", handle) from None
+    await _boot(
+        handle,
+        disk_dir,
+        profile=profile,
+        image=image,
+        tag=tag,
+        trial_root=trial_root,
+        backend=backend,
+        accelerator=(choice.accelerator, choice.reason),
+        disk_plan=disk_plan,
+        memory_mib=profile.memory.guest_ram // MIB,
+        owned=owned,
+    )
+    return handle
+
+
+async def start_verifier_vm(
+    *,
+    profile: Profile,
+    image: GuestImage,
+    data_source: Path,
+    tag: str,
+    trial_root: Path,
+    backend: VmBackend,
+    accelerator: tuple[Accelerator, AcceleratorReason],
+    owned: OwnedResources,
+) -> VmHandle:
+    """A second guest, booted from the same pristine content-keyed image in a new overlay,
+    for the hidden tests only: nothing the agent's code did to its own guest (a planted
+    `sitecustomize`, a process left running, a rewritten interpreter) exists here. Its
+    only inputs are the read-only disk built from `data_source` on the host. It has its
+    own cgroup (`verifier-<tag>`, same budgets but a smaller guest) and no worker channel.
+    The accelerator is the one the trial already chose: no second probe boot."""
+    handle, disk_dir = _acquire(profile, tag, "verifier", trial_root, owned)
+    await _boot(
+        handle,
+        disk_dir,
+        profile=profile,
+        image=image,
+        tag=tag,
+        trial_root=trial_root,
+        backend=backend,
+        accelerator=accelerator,
+        disk_plan=DiskPlan(data_source, None),
+        memory_mib=verifier_memory_bytes(profile) // MIB,
+        owned=owned,
+    )
+    return handle
+
+
+def _acquire(
+    profile: Profile, tag: str, role: str, trial_root: Path, owned: OwnedResources
+) -> tuple[VmHandle, Path]:
+    """The guest's cgroup with the profile's budgets read back, and its data disk folder;
+    each registered for release as soon as it exists."""
+    names = _names(tag, role)
+    try:
+        cgroup = detect().create(names.cgroup)
     except (CgroupError, OSError):
         raise VmStageFailed("cgroup_apply_failed") from None
 
@@ -136,29 +231,43 @@ async def start_vm(
     except (CgroupError, OSError):
         raise VmStageFailed("cgroup_apply_failed", handle) from None
 
-    disk_dir = trial_root / f"data-{tag}"
+    disk_dir = trial_root / names.data_dir
     disk_dir.mkdir(mode=0o700, parents=True)
 
     async def release_disk() -> tuple[CleanupResult, ...]:
         return _release_dir(disk_dir)
 
     owned.register("data_disk", release_disk)
+    return handle, disk_dir
+
+
+async def _boot(
+    handle: VmHandle,
+    disk_dir: Path,
+    *,
+    profile: Profile,
+    image: GuestImage,
+    tag: str,
+    trial_root: Path,
+    backend: VmBackend,
+    accelerator: tuple[Accelerator, AcceleratorReason],
+    disk_plan: DiskPlan,
+    memory_mib: int,
+    owned: OwnedResources,
+) -> None:
+    """Data disk, QEMU in the handle's cgroup, budgets checked where QEMU runs, SSH."""
     try:
-        choice = await choose_accelerator(
-            accel, image.vmlinux, image.initramfs, cgroup=cgroup, scratch_root=trial_root, tag=tag
-        )
-        disk_plan = await plan(choice.accelerator)
         data_disk = await asyncio.to_thread(
             build_data_disk, disk_plan.data_source, disk_dir / "data.img"
         )
         spec = VmSpec(
             tag=tag,
             image=image,
-            cgroup=cgroup,
+            cgroup=handle.cgroup,
             scratch_root=trial_root,
-            accelerator=choice.accelerator,
-            accelerator_reason=choice.reason,
-            memory_mib=profile.memory.guest_ram // MIB,
+            accelerator=accelerator[0],
+            accelerator_reason=accelerator[1],
+            memory_mib=memory_mib,
             vcpus=profile.vm.vcpus,
             tb_size_mib=profile.vm.tcg_tb_size_mib,
             data_disk=data_disk.path,
@@ -176,7 +285,6 @@ async def start_vm(
         raise VmStageFailed(exc.category, handle) from None
     except OSError:
         raise VmStageFailed("qemu_start_failed", handle) from None
-    return handle
 
 
 def _check_budgets_in_effect(vm: Vm, handle: VmHandle) -> Path:
@@ -207,30 +315,41 @@ def _check_budgets_in_effect(vm: Vm, handle: VmHandle) -> Path:
     return memory_dir
 
 
-def vm_record(handle: VmHandle, category: VmCategory, profile: Profile) -> VmRecord:
+def vm_record(
+    handle: VmHandle | None,
+    category: VmCategory,
+    profile: Profile,
+    *,
+    guest_memory_bytes: int | None = None,
+) -> VmRecord:
     """The VM record, with the cgroup's peak memory and OOM kills read now. Facts the
-    stage never learnt (a VM that never started) stay None, never guessed."""
+    stage never learnt (a VM that never started; no handle at all when its cgroup could
+    not be made) stay None, never guessed; the guest's RAM is the profile's unless the
+    guest was sized otherwise (`guest_memory_bytes`)."""
     peak = oom = None
     with contextlib.suppress(CgroupError, OSError):
-        if handle.memory_dir is not None:  # where QEMU's memory is charged
+        if handle is None:
+            pass
+        elif handle.memory_dir is not None:  # where QEMU's memory is charged
             peak_reading, oom_reading = memory_record_readings(handle.memory_dir)
+            peak = peak_reading.value if peak_reading.state == "present" else None
+            oom = oom_reading.value if oom_reading.state == "present" else None
         else:
             readings = handle.cgroup.read_memory()
-            peak_reading, oom_reading = readings.peak, readings.oom_kills
-        peak = peak_reading.value if peak_reading.state == "present" else None
-        oom = oom_reading.value if oom_reading.state == "present" else None
+            peak = readings.peak.value if readings.peak.state == "present" else None
+            oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
     if oom and category in ("ok", "qemu_exited", "ssh_dropped"):
         category = "oom_killed"
     budgets = {
-        "memory_limit_bytes": handle.memory_limit,
-        "swap_limit_bytes": handle.swap_limit,
-        "cpu_quota_millicores": handle.cpu_quota_millicores,
-        "pids_limit": handle.pids_limit,
+        "memory_limit_bytes": handle.memory_limit if handle else None,
+        "swap_limit_bytes": handle.swap_limit if handle else None,
+        "cpu_quota_millicores": handle.cpu_quota_millicores if handle else None,
+        "pids_limit": handle.pids_limit if handle else None,
         "peak_memory_bytes": peak,
         "oom_kills": oom,
     }
     try:
-        facts = handle.vm.facts() if handle.vm is not None else None
+        facts = handle.vm.facts() if handle is not None and handle.vm is not None else None
     except VmError:
         facts = None
     if facts is not None:
@@ -242,7 +361,7 @@ def vm_record(handle: VmHandle, category: VmCategory, profile: Profile) -> VmRec
             "backend": "qemu",
             "accelerator": None,
             "accelerator_reason": None,
-            "guest_memory_bytes": profile.memory.guest_ram,
+            "guest_memory_bytes": guest_memory_bytes or profile.memory.guest_ram,
             "vcpus": profile.vm.vcpus,
             "host_key_sha256": None,
             "boot_to_ssh_ms": None,

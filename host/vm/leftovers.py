@@ -6,7 +6,8 @@ the VM's scratch directory is `harness-vm-<tag>-XXXXXXXX` and the trial's data d
 directory `data-<tag>`, both under the trials root; the trial's own scratch is
 `harness-trial-<tag>-*` under the trials root (in the system temporary directory
 before that moved); its lease file is `lease-<tag>` there too; its cgroup is
-`trial-<tag>` under the harness parent, and the host worker's `worker-<tag>`.
+`trial-<tag>` under the harness parent, the host worker's `worker-<tag>` and the
+verification guest's `verifier-<tag>` (its data disk folder `verifier-data-<tag>`).
 Nothing without those names is ever found.
 A tag whose lease a live orchestrator holds (lease.py) is not a leftover: none of
 its resources is returned. This module only finds; releasing is the caller's
@@ -30,10 +31,12 @@ from host.vm.tags import NAME_PREFIX
 _NAME = re.compile(re.escape(NAME_PREFIX).encode() + rb"([0-9a-f]{8,32})")
 _TAG = r"([0-9a-f]{8,32})"
 VM_SCRATCH = re.compile(re.escape(NAME_PREFIX) + _TAG + r"-[A-Za-z0-9_]{8}")
-DATA_DIR = re.compile(r"data-" + _TAG)
+DATA_DIR = re.compile(r"(?:verifier-)?data-" + _TAG)
+"""The data disk folder of the agent's guest, and of the verification guest."""
 TRIAL_SCRATCH = re.compile(r"harness-trial-" + _TAG + r"-[A-Za-z0-9_]{8}")
-CGROUP = re.compile(r"(?:trial|worker)-" + _TAG)
-"""The trial's cgroup (QEMU) and the host worker's own (placement `host`)."""
+CGROUP = re.compile(r"(?:trial|worker|verifier)-" + _TAG)
+"""The trial's cgroup (the agent guest's QEMU), the host worker's own (placement `host`)
+and the verification guest's."""
 DOMAIN = re.compile(re.escape(NAME_PREFIX) + _TAG)
 
 LEASE = re.compile(re.escape(LEASE_PREFIX) + _TAG)

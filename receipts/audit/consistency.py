@@ -193,11 +193,26 @@ def _verification_counts(ctx: AuditContext, _trial: TrialRecord, records: Record
 
 
 def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
-    vm, worker = records.vm, records.worker
+    vm, worker, verifier = records.vm, records.worker, records.verifier_vm
     if vm is not None and (vm.category == "oom_killed") and not vm.oom_kills:
         ctx.add("consistency", "oom", "oom_inconsistent", "vm.json")
+    if verifier is not None and (verifier.category == "oom_killed") and not verifier.oom_kills:
+        ctx.add("consistency", "oom", "oom_inconsistent", "verifier_vm.json")
     if worker is not None and (worker.category == "oom_killed") and not worker.oom_kills:
         ctx.add("consistency", "oom", "oom_inconsistent", "worker.json")
+
+
+def _verifier_vm(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    """The verification guest and the verification record tell one story: a verifier that
+    failed (`verifier_vm_failed`) names a verification guest that did not end `ok`; a
+    verification guest that did not end `ok` never ran a passing verification; and a
+    verification guest exists only where verification ran."""
+    guest, verification = records.verifier_vm, records.verification
+    lost = guest is not None and guest.category != "ok"
+    failed = verification is not None and verification.category == "verifier_vm_failed"
+    passed = verification is not None and verification.result == "passed"
+    if (failed and not lost) or (lost and passed) or (guest is not None and verification is None):
+        ctx.add("consistency", "verifier_vm", "verifier_inconsistent", "verifier_vm.json")
 
 
 def _host_state_exclusions(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
@@ -227,6 +242,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model_reference", _model_reference),
     ("verification_counts", _verification_counts),
     ("oom", _oom),
+    ("verifier_vm", _verifier_vm),
     ("host_state_exclusions", _host_state_exclusions),
     ("timing", _timing),
 )

@@ -57,6 +57,7 @@ AuditCategory = Literal[
     "reference_mismatch",
     "verification_inconsistent",
     "oom_inconsistent",
+    "verifier_inconsistent",
     "exclusion_inconsistent",
     "timing_inconsistent",
 ]

@@ -19,7 +19,7 @@ from receipts.records.preflight import PreflightRecord
 from receipts.records.source import SourceRecord
 from receipts.records.trial import TrialRecord
 from receipts.records.verification import VerificationRecord
-from receipts.records.vm import VmRecord
+from receipts.records.vm import VerifierVmRecord, VmRecord
 from receipts.records.worker import WorkerRecord, WorkerRequestRecord
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "ToolCallRecord",
     "TrialRecord",
     "VerificationRecord",
+    "VerifierVmRecord",
     "VmRecord",
     "WorkerRecord",
     "WorkerRequestRecord",

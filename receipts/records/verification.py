@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
 from receipts.records.agent import NetIsolation
 from receipts.records.base import Record
-from receipts.records.hostreading import HOST_READINGS, HostReading
+from receipts.records.hostreading import HOST_READINGS, HostReading, VerifierHostReading
 from receipts.types import Count, Millis, Sha256Hex
 
 VerificationCategory = Literal[
@@ -20,13 +20,21 @@ VerificationCategory = Literal[
     "workspace_unreadable",
     "net_isolation_unavailable",
     HostReading,
+    VerifierHostReading,
 ]
 """How verification ended. The host readings (receipts/records/hostreading.py) are the
 host's, not the guest's: the verifier's record file was not strict JSON of this schema
 (`records_invalid`), or its command ended without writing one it could trust
 (`gate_refused`, `killed_by_signal`, `deadline_exceeded`, `exited_nonzero`); nothing of
-it was kept. `timeout` is the guest's own reading: the hidden tests ran past their
+it was kept; or the host never got as far as running it (`workspace_not_carried`,
+`verifier_vm_failed`). `timeout` is the guest's own reading: the hidden tests ran past their
 deadline and the verifier said so in its record."""
+
+
+VERIFICATION_HOST_READINGS: frozenset[str] = HOST_READINGS | frozenset(
+    get_args(VerifierHostReading)
+)
+"""Categories only the host may write into a verification record (its stand-in)."""
 
 
 class VerificationRecord(Record):
@@ -55,7 +63,7 @@ class VerificationRecord(Record):
         """A digest is absent only in the host's stand-in for a record it could not read
         (any host reading), and that stand-in never passes: otherwise a record without a
         task digest could be accepted."""
-        unread = self.category in HOST_READINGS
+        unread = self.category in VERIFICATION_HOST_READINGS
         digests_absent = (self.task_sha256 is None, self.final_diff_sha256 is None)
         if digests_absent != (unread, unread) or (unread and self.result != "failed"):
             raise ValueError("digests are absent exactly when the record was not read")

@@ -26,8 +26,10 @@ VmCategory = Literal[
 ]
 
 
-class VmRecord(Record):
-    schema_: Literal["harness.receipt.vm/1"] = Field("harness.receipt.vm/1", alias="schema")
+class _GuestVm(Record):
+    """What is recorded of one guest; each guest's record kind has its own schema id, so
+    one guest's record can never be read as another's."""
+
     category: VmCategory
     backend: Literal["qemu", "libvirt"]
     accelerator: Literal["kvm", "tcg"] | None
@@ -48,3 +50,25 @@ class VmRecord(Record):
     """SHA-256 of the pinned ephemeral host public key."""
     boot_to_ssh_ms: Millis | None
     duration_ms: Millis
+
+
+class VmRecord(_GuestVm):
+    """The agent's guest: where the agent, its tools and (placement `guest`) the worker ran."""
+
+    schema_: Literal["harness.receipt.vm/1"] = Field("harness.receipt.vm/1", alias="schema")
+
+
+class VerifierVmRecord(_GuestVm):
+    """The verification guest: booted from the same pristine image after the agent's guest
+    was released, holding only the carried workspace and the task from the host."""
+
+    schema_: Literal["harness.receipt.verifier_vm/1"] = Field(
+        "harness.receipt.verifier_vm/1", alias="schema"
+    )
+
+    @classmethod
+    def of(cls, record: VmRecord) -> VerifierVmRecord:
+        """The same readings, under this kind's schema."""
+        fields = record.model_dump(by_alias=True)
+        fields["schema"] = cls.schema_id()
+        return cls.model_validate(fields)

@@ -295,7 +295,14 @@ def _record_of_crashed_stage() -> bytes:
         records.trial, failed_stage="agent", internal_error_stage="agent", verdict="failed_internal"
     )
     return tamper.forge_records(
-        with_changes(records, trial=crashed, verification=None, agent_turns=(), tool_calls=())
+        with_changes(
+            records,
+            trial=crashed,
+            verification=None,
+            verifier_vm=None,
+            agent_turns=(),
+            tool_calls=(),
+        )
     )
 
 
@@ -347,6 +354,15 @@ def _verification_inconsistent() -> bytes:
     )
 
 
+def _verifier_lost_but_passed() -> bytes:
+    """A verification that passed in a verification guest the receipt says was lost."""
+    records = accepted_model_trial()
+    assert records.verifier_vm is not None
+    return tamper.forge_records(
+        with_changes(records, verifier_vm=replace(records.verifier_vm, category="qemu_exited"))
+    )
+
+
 def _oom_inconsistent() -> bytes:
     records = accepted_model_trial()
     assert records.vm is not None and records.trial is not None
@@ -359,6 +375,7 @@ def _oom_inconsistent() -> bytes:
             worker=None,
             agent=None,
             verification=None,
+            verifier_vm=None,
             worker_requests=(),
             agent_turns=(),
             tool_calls=(),
@@ -472,6 +489,9 @@ CASES: dict[str, Case] = {
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
     ),
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
+    "verifier_lost_but_passed": Case(
+        _verifier_lost_but_passed, "verifier_inconsistent", "verifier_vm"
+    ),
     "own_tag_excluded": Case(_own_tag_excluded, "exclusion_inconsistent", "host_state_exclusions"),
     "timing": Case(_timing, "timing_inconsistent", "timing"),
 }
@@ -534,6 +554,7 @@ def test_truthful_crash_and_oom_receipts_are_valid() -> None:
         ),
         agent=None,
         verification=None,
+        verifier_vm=None,
         agent_turns=(),
         tool_calls=(),
     )
@@ -545,6 +566,7 @@ def test_truthful_crash_and_oom_receipts_are_valid() -> None:
         worker=None,
         agent=None,
         verification=None,
+        verifier_vm=None,
         worker_requests=(),
         agent_turns=(),
         tool_calls=(),

@@ -143,7 +143,13 @@ def test_a_crash_of_the_harness_is_failed_internal_at_its_stage() -> None:
     assert records.trial is not None
     crashed = replace(records.trial, internal_error_stage="agent")
     records = dataclasses.replace(
-        records, trial=crashed, agent=None, verification=None, agent_turns=(), tool_calls=()
+        records,
+        trial=crashed,
+        agent=None,
+        verification=None,
+        verifier_vm=None,
+        agent_turns=(),
+        tool_calls=(),
     )
     assert first_failed_stage(records) == "agent"
     assert derive_verdict(records) == "failed_internal"

@@ -22,6 +22,7 @@ from harness.cli import main
 from harness.profiles import load_profile
 from harness.trial.guestdisk import parse_probe, probe_disk
 from harness.trial.pipeline import StageFailed, Trial, TrialOptions, TrialResult
+from harness.trial.vmstage import VmHandle
 from harness.trial.workerstage import HostWorker
 from host.ssh import CommandResult
 from host.ssh.errors import SshError
@@ -255,7 +256,11 @@ class _GuestWrote(Trial):
         self.model = cast(Any, SimpleNamespace(record=SimpleNamespace(gguf_sha256="a" * 64)))
 
     async def guest(
-        self, command: str, deadline_s: float, stdin: bytes | None = None
+        self,
+        command: str,
+        deadline_s: float,
+        stdin: bytes | None = None,
+        handle: VmHandle | None = None,
     ) -> CommandResult:
         return ended(0, b"")
 
@@ -340,7 +345,7 @@ def test_a_verification_file_that_does_not_read_fails_verification(
         "not_the_record": records.worker_requests[0].canonical_bytes(),
     }[damage]
     trial = _GuestWrote(_options(tmp_path), {"/work/verification.json": data})
-    assert _run_stage(trial, trial.stage_verification)
+    assert _run_stage(trial, lambda: trial.judge_verification(None))
     verification = trial.records.singles["verification"]
     assert verification.category == "records_invalid" and verification.result == "failed"
     assert verification.task_sha256 is None
@@ -401,7 +406,11 @@ class _GuestEnded(_GuestWrote):
         self.end = end
 
     async def guest(
-        self, command: str, deadline_s: float, stdin: bytes | None = None
+        self,
+        command: str,
+        deadline_s: float,
+        stdin: bytes | None = None,
+        handle: VmHandle | None = None,
     ) -> CommandResult:
         if "guest.agent" not in command and "guest.verify" not in command:
             return ended(0, b"")
@@ -460,7 +469,7 @@ def test_a_verify_command_that_ends_without_a_record_is_named(
         ENDS[end],
         {"/work/verification.json": records.verification.canonical_bytes()},
     )
-    assert _run_stage(trial, trial.stage_verification)
+    assert _run_stage(trial, lambda: trial.judge_verification(None))
     verification = trial.records.singles["verification"]
     assert (verification.category, verification.result) == (end, "failed")
     assert verification.task_sha256 is None and verification.final_diff_sha256 is None
@@ -480,7 +489,7 @@ def test_a_deadline_after_qemu_exited_is_left_to_the_vm(tmp_path: Path) -> None:
     is kept. Mutation control: without the `_vm_gone()` check the stage records
     `deadline_exceeded` instead."""
     trial = _GuestEnded(_options(tmp_path), SshError("command_timeout"), {})
-    trial._vm_gone = lambda: True  # type: ignore[method-assign]
+    trial._vm_gone = lambda handle=None: True  # type: ignore[method-assign]
     with pytest.raises(SshError):
         asyncio.run(trial.stage_agent())
     assert "agent" not in trial.records.singles

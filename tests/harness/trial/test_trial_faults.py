@@ -9,7 +9,6 @@ the trial left, and a receipt that `harness audit` accepts (exit 0).
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import Profile
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult, _task_tar
+from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.vmstage import VmHandle
 from host.ssh import CommandResult
 from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records
 
@@ -102,11 +102,15 @@ class DiskFillsBeforeTheAgentWrites(Trial):
     left: bytes = b""
 
     async def guest(
-        self, command: str, deadline_s: float, stdin: bytes | None = None
+        self,
+        command: str,
+        deadline_s: float,
+        stdin: bytes | None = None,
+        handle: VmHandle | None = None,
     ) -> CommandResult:
         if "guest.agent" in command:
             self.left = (await super().guest(FILL, 600.0)).stdout
-        return await super().guest(command, deadline_s, stdin)
+        return await super().guest(command, deadline_s, stdin, handle)
 
 
 async def test_guest_disk_full_is_named(tmp_path: Path) -> None:
@@ -141,24 +145,20 @@ async def test_ssh_dropped_while_qemu_runs(tmp_path: Path) -> None:
 
 
 class VerifiesAnotherTask(Trial):
-    """The guest is sent a task that differs from the pinned one by one comment line."""
+    """The verification guest is sent a task that differs from the pinned one by one
+    comment line."""
 
-    elsewhere: Path
-
-    def verification_tar(self) -> bytes:
-        copy = self.elsewhere / self.task_dir.name
-        shutil.copytree(self.task_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
-        hidden = next((copy / "hidden_tests").glob("test_*.py"))
+    def verifier_source(self, scratch: Path, workspace: Path) -> Path:
+        root = super().verifier_source(scratch, workspace)
+        hidden = next((root / "task" / self.o.task / "hidden_tests").glob("test_*.py"))
         hidden.write_text(hidden.read_text() + "\n# not the pinned task\n")
-        return _task_tar(copy)
+        return root
 
 
 async def test_verification_of_another_task_is_runner_error(tmp_path: Path) -> None:
     """Mutation control for the task_sha256 cross-check: without it this trial would be
     accepted (the changed task still passes)."""
     trial = VerifiesAnotherTask(_options(tmp_path / "out", "py-one-line-fix", "solution"))
-    trial.elsewhere = tmp_path / "elsewhere"
-    trial.elsewhere.mkdir()
     result = await trial.run()
     assert (result.valid, result.verdict) == (True, "failed_verification")
     records = _records(result)
