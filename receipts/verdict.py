@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from receipts.cleanupset import missing_cleanup
 from receipts.records.agent import AGENT_FAILURES, AgentRecord
 from receipts.records.base import Record
 from receipts.records.trial import STAGE_ORDER, Stage, TrialRecord, Verdict
@@ -85,8 +86,8 @@ def derive_verdict(records: RecordSet) -> Verdict:
             return cast(Verdict, f"failed_{stage}")
     if trial.internal_error_stage is not None:
         return "failed_internal"  # claimed for a stage this trial does not run: never a pass
-    if not records.cleanup:
-        return "evidence_incomplete"
+    if not records.cleanup or missing_cleanup(records):
+        return "evidence_incomplete"  # a resource the records say was owned has no receipt
     statuses = {receipt.status for receipt in records.cleanup}
     if "failed" in statuses:
         return "failed_teardown"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from receipts.audit.context import AuditContext
+from receipts.cleanupset import missing_cleanup
 from receipts.records.hoststate import excluded_trials
 from receipts.records.trial import TrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet
@@ -215,6 +216,14 @@ def _verifier_vm(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> 
         ctx.add("consistency", "verifier_vm", "verifier_inconsistent", "verifier_vm.json")
 
 
+def _cleanup_coverage(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    """Every resource the stage records say was owned has its cleanup receipt
+    (receipts/cleanupset.py): dropping one is not a shorter story, it is a missing one."""
+    if missing_cleanup(records):
+        entry = f"cleanup/{len(records.cleanup):06d}.json"
+        ctx.add("consistency", "cleanup_coverage", "cleanup_missing", entry)
+
+
 def _host_state_exclusions(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
     """Host state may leave out another live trial's resources, never this trial's own:
     its tag (the first 16 hex digits of its id) among the excluded would excuse exactly
@@ -243,6 +252,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("verification_counts", _verification_counts),
     ("oom", _oom),
     ("verifier_vm", _verifier_vm),
+    ("cleanup_coverage", _cleanup_coverage),
     ("host_state_exclusions", _host_state_exclusions),
     ("timing", _timing),
 )

@@ -58,6 +58,7 @@ AuditCategory = Literal[
     "verification_inconsistent",
     "oom_inconsistent",
     "verifier_inconsistent",
+    "cleanup_missing",
     "exclusion_inconsistent",
     "timing_inconsistent",
 ]

@@ -12,6 +12,7 @@ import pytest
 from receipts.bundle import bundle_bytes, write_bundle
 from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial
+from tests.receipts.legacy import v1_receipt
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 
@@ -97,10 +98,11 @@ def test_trial_refuses_an_unreadable_dispatch_ticket_before_starting(tmp_path: P
     assert result.stderr.startswith("harness trial: dispatch ticket refused: malformed")
 
 
-def test_an_older_harness_receipt_exits_zero() -> None:
+def test_an_older_harness_receipt_exits_zero(tmp_path: Path) -> None:
     """A hoststate/1 receipt written by the harness before hoststate/2 (the fixture's
     provenance is in tests/receipts/test_hoststate_versions.py) audits valid."""
-    fixture = Path(__file__).parents[1] / "receipts" / "fixtures" / "hoststate-v1-golden.zip"
+    fixture = tmp_path / "old.zip"
+    fixture.write_bytes(v1_receipt())  # with the cleanup receipts a real one has
     result = run("audit", "--json", str(fixture))
     assert result.returncode == 0, result.stdout
     payload = json.loads(result.stdout)

@@ -15,6 +15,7 @@ from receipts.bundle import bundle_bytes
 from receipts.records import HeadroomSample, MemoryRecord
 from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial, replace
+from tests.receipts.legacy import v1_receipt
 
 
 class _Collect(HTMLParser):
@@ -90,8 +91,7 @@ def _host_state_section(html: str) -> str:
 def test_an_old_receipt_shows_its_host_state_version() -> None:
     """A hoststate/1 receipt (an older harness; tests/receipts/fixtures) renders, and says
     it is /1 and left nothing out rather than looking checked for exclusions."""
-    fixture = Path(__file__).parents[1] / "receipts" / "fixtures" / "hoststate-v1-golden.zip"
-    html, _ = _page(fixture.read_bytes())
+    html, _ = _page(v1_receipt())  # with the cleanup receipts a real one has
     assert "audit: valid" in html and "accepted" in html
     section = _host_state_section(html)
     assert "<code>harness.receipt.hoststate/1</code>: written before exclusions existed" in section

@@ -126,13 +126,38 @@ def _tool_calls() -> tuple[ToolCallRecord, ...]:
     )
 
 
-def _cleanup() -> tuple[CleanupRecord, ...]:
-    resources = (
-        ("worker_channel", "process_gone"),
-        ("qemu_process", "process_reaped"),
+GUEST_CLEANUP = (
+    ("qemu_process", "process_reaped"),
+    ("forwarded_port", "port_refusing"),
+    ("overlay_disk", "file_absent"),
+    ("ssh_keys", "file_absent"),
+    ("scratch_dir", "directory_absent"),
+)
+"""What one guest's release reports, in the order a real trial writes it."""
+
+
+def _cleanup(*, host_worker: bool = True) -> tuple[CleanupRecord, ...]:
+    """The receipts of a real trial with the host worker (placement host): the worker,
+    the agent's guest (released before verification), the verification guest, then the
+    disks and cgroups of both guests in reverse order of acquisition."""
+    worker = (
+        (("worker_process", "process_reaped"), ("worker_socket", "file_absent"))
+        if host_worker
+        else ()
+    )
+    disks_and_cgroups = (
+        ("data_disk", "file_absent"),
         ("cgroup", "cgroup_empty_and_removed"),
-        ("overlay_disk", "file_absent"),
-        ("scratch_dir", "directory_absent"),
+        ("data_disk", "file_absent"),
+        ("cgroup", "cgroup_empty_and_removed"),
+    )
+    worker_cgroup = (("cgroup", "cgroup_empty_and_removed"),) if host_worker else ()
+    resources = (
+        *worker,
+        *GUEST_CLEANUP,
+        *GUEST_CLEANUP,
+        *worker_cgroup,
+        *disks_and_cgroups,
     )
     return tuple(
         CleanupRecord(
@@ -307,7 +332,7 @@ def accepted_scripted_trial() -> RecordSet:
             base.agent, policy="scripted", prompt_tokens_total=0, completion_tokens_total=0
         ),
         agent_turns=_turns(scripted=True),
-        cleanup=tuple(replace(c, index=i) for i, c in enumerate(_cleanup()[1:])),
+        cleanup=_cleanup(host_worker=False),
     )
 
 

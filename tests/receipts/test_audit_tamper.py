@@ -363,6 +363,16 @@ def _verifier_lost_but_passed() -> bytes:
     )
 
 
+def _cleanup_dropped() -> bytes:
+    """The agent guest's QEMU receipt dropped, the rest re-indexed: a shorter list that
+    says nothing false, but one receipt the records require is gone."""
+    records = accepted_model_trial()
+    first = next(c for c in records.cleanup if c.resource == "qemu_process")
+    kept = [c for c in records.cleanup if c is not first]
+    cleanup = tuple(replace(c, index=i) for i, c in enumerate(kept))
+    return tamper.forge_records(with_changes(records, cleanup=cleanup))
+
+
 def _oom_inconsistent() -> bytes:
     records = accepted_model_trial()
     assert records.vm is not None and records.trial is not None
@@ -489,6 +499,7 @@ CASES: dict[str, Case] = {
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
     ),
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
+    "cleanup_dropped": Case(_cleanup_dropped, "cleanup_missing", "cleanup_coverage"),
     "verifier_lost_but_passed": Case(
         _verifier_lost_but_passed, "verifier_inconsistent", "verifier_vm"
     ),

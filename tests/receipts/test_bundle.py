@@ -27,7 +27,7 @@ from tests.receipts.builders import accepted_model_trial, replace
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
 # update it in the same commit and say why (last: hoststate/2, its exclusion fields).
-GOLDEN_ZIP_SHA256 = "9f0edf7a3e86231e5f91cb476883e67ce33bfe30f755b31cf246f7f62b2233c8"
+GOLDEN_ZIP_SHA256 = "2a4fcd651ce06b90071f51bbe6abe36eef08ff0d706d4f78b84f848717904eec"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

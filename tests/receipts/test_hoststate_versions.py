@@ -13,10 +13,7 @@ consistency or the verdict rules can catch it.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import zipfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,19 +25,15 @@ from receipts.records import HostStateRecord, HostStateRecordV1
 from receipts.recordset import MANIFEST_NAME
 from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial
-
-FIXTURE = Path(__file__).parent / "fixtures" / "hoststate-v1-golden.zip"
+from tests.receipts.legacy import FIXTURE
+from tests.receipts.legacy import fixture_entries as _fixture_entries
+from tests.receipts.legacy import v1_entries as _v1_entries
 
 OLD_GOLDEN_ZIP_SHA256 = "d66df34e8e39063137ac8c5636c81a8973ed562b92e08a47e310512fb1400114"
 """GOLDEN_ZIP_SHA256 of tests/receipts/test_bundle.py at 810ee03, before hoststate/2."""
 
 FACETS = ("routes", "resolver", "listening_sockets", "cgroups", "firewall")
 OTHER_TAG = "fedcba9876543210"  # another trial (the builders' trial id starts 0123...)
-
-
-def _v1_entries() -> dict[str, bytes]:
-    with zipfile.ZipFile(io.BytesIO(FIXTURE.read_bytes())) as zf:
-        return {name: zf.read(name) for name in zf.namelist()}
 
 
 def _with_hoststate(entries: dict[str, bytes], hoststate: dict[str, Any]) -> bytes:
@@ -76,8 +69,19 @@ def test_the_fixture_is_the_old_writers_golden_receipt() -> None:
     )
 
 
+def test_the_fixture_as_written_lacks_required_cleanup_receipts() -> None:
+    """The coverage rule on a receipt the old writer really made: refused, by that rule
+    alone (the other findings are the verdict it then claims over missing evidence)."""
+    result = audit_bytes(FIXTURE.read_bytes())
+    assert not result.valid
+    assert {f.category for f in result.findings} == {"cleanup_missing", "verdict_mismatch"}
+    assert _categories(FIXTURE.read_bytes(), frozenset({"cleanup_coverage"})) == {
+        "verdict_mismatch"
+    }
+
+
 def test_an_old_receipt_audits_valid_with_its_verdict() -> None:
-    data = FIXTURE.read_bytes()
+    data = tamper.forge(_v1_entries())
     result, records = audit_and_read(data)
     assert result.valid, result.findings
     assert result.derived_verdict == result.claimed_verdict == "accepted"
@@ -97,7 +101,7 @@ def test_a_damaged_old_receipt_still_fails() -> None:
     data = FIXTURE.read_bytes()
     flipped = tamper.flip_byte(data, tamper.payload_offset(data, "hoststate.json") + 40)
     assert "crc_mismatch" in _categories(flipped)
-    entries = _v1_entries()
+    entries = _fixture_entries()
     entries["hoststate.json"] = entries["hoststate.json"].replace(b'"1111', b'"2111', 1)
     assert "manifest_digest_mismatch" in _categories(tamper.forge(entries, fix_manifest=False))
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from harness.trial.guestrecords import unread_verification_record
 from receipts.records import FacetComparison
 from receipts.records.hostreading import HOST_READINGS
 from receipts.recordset import RecordSet
@@ -75,6 +76,41 @@ def test_no_cleanup_receipts_is_never_accepted() -> None:
     assert derive_verdict(dataclasses.replace(_base(), cleanup=())) == "evidence_incomplete"
 
 
+@pytest.mark.parametrize("resource", ["qemu_process", "worker_socket", "data_disk"])
+def test_a_missing_required_cleanup_receipt_is_never_accepted(resource: str) -> None:
+    """One receipt the records require dropped (receipts/cleanupset.py): every kept one is
+    confirmed, yet the verdict is evidence_incomplete. Mutation control: without the
+    `missing_cleanup` check in derive_verdict this is `accepted`."""
+    records = _base()
+    drop = next(c for c in records.cleanup if c.resource == resource)
+    cleanup = tuple(c for c in records.cleanup if c is not drop)
+    assert derive_verdict(dataclasses.replace(records, cleanup=cleanup)) == "evidence_incomplete"
+
+
+@pytest.mark.parametrize("where", ["vm", "worker", "verifier_vm"])
+def test_an_unread_oom_count_anywhere_is_never_accepted(where: str) -> None:
+    """Each half of the OOM check (issue 15: only the VM's was tested)."""
+    records = _base()
+    records = dataclasses.replace(
+        records, **{where: replace(getattr(records, where), oom_kills=None)}
+    )
+    assert derive_verdict(records) == "evidence_incomplete"
+
+
+def test_a_verification_guest_killed_over_its_budget_is_failed_oom() -> None:
+    """The verifier's QEMU OOM-killed: verification is the host's `verifier_vm_failed`,
+    and the budget names the verdict. Mutation control: without `_verifier_oom` this is
+    failed_verification."""
+    records = _base()
+    assert records.verifier_vm is not None and records.trial is not None
+    records = dataclasses.replace(
+        records,
+        verification=unread_verification_record("verifier_vm_failed"),
+        verifier_vm=replace(records.verifier_vm, category="oom_killed", oom_kills=1),
+    )
+    assert derive_verdict(records) == "failed_oom"
+
+
 @pytest.mark.parametrize(
     ("status", "verdict"), [("failed", "failed_teardown"), ("not_acquired", "evidence_incomplete")]
 )
@@ -100,7 +136,7 @@ def test_host_state_must_be_unchanged(result: str, verdict: str) -> None:
     assert derive_verdict(records) == verdict
 
 
-@pytest.mark.parametrize("where", ["vm", "worker"])
+@pytest.mark.parametrize("where", ["vm", "worker", "verifier_vm"])
 def test_any_oom_kill_fails_the_trial(where: str) -> None:
     records = _base()
     records = dataclasses.replace(records, **{where: replace(getattr(records, where), oom_kills=1)})

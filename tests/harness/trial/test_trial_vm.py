@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,9 @@ import pytest
 from harness.profiles import load_profile
 from harness.trial.pipeline import Trial, TrialOptions, TrialResult
 from host.vm.qemu import QemuVm
-from receipts.audit import audit_and_read
+from receipts.audit import audit_and_read, audit_bytes
+from receipts.canonical import canonical
+from tests.receipts import tamper
 
 pytestmark = pytest.mark.integration
 TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
@@ -61,6 +65,26 @@ def _no_qemu_left(trial_id: str) -> None:
     assert leftover.returncode == 1, "no QEMU process of this trial is left"
 
 
+def _each_cleanup_receipt_is_required(receipt: Path) -> None:
+    """Drop one cleanup receipt of each kind from this real receipt (re-indexed, manifest
+    recomputed): the audit refuses every one as `cleanup_missing` (issue 15: before,
+    dropping the qemu_process receipt still audited valid with the same verdict)."""
+    with zipfile.ZipFile(receipt) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    names = sorted(name for name in entries if name.startswith("cleanup/"))
+    receipts = [json.loads(entries.pop(name)) for name in names]
+    kinds = {r["resource"] for r in receipts}
+    assert {"qemu_process", "cgroup", "ssh_keys", "overlay_disk", "data_disk"} <= kinds
+    for kind in sorted(kinds):
+        kept = list(receipts)
+        kept.remove(next(r for r in receipts if r["resource"] == kind))
+        forged = dict(entries)
+        for index, record in enumerate(kept):
+            forged[f"cleanup/{index:06d}.json"] = canonical({**record, "index": index})
+        findings = {f.category for f in audit_bytes(tamper.forge(forged)).findings}
+        assert "cleanup_missing" in findings, kind
+
+
 async def test_scripted_solution_is_accepted_and_audits(tmp_path: Path) -> None:
     result = await Trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
     assert result.valid
@@ -73,6 +97,7 @@ async def test_scripted_solution_is_accepted_and_audits(tmp_path: Path) -> None:
     assert records.vm.memory_limit_bytes == load_profile("smollm2").memory.qemu_cgroup_limit
     _no_leftovers(result)
     _cli_audit_passes(result.receipt)
+    _each_cleanup_receipt_is_required(result.receipt)
 
 
 async def test_scripted_wrong_edit_is_task_incomplete(tmp_path: Path) -> None:
@@ -158,6 +183,7 @@ async def test_model_driven_tiny_trial_with_the_worker_on_the_host(tmp_path: Pat
     assert records.worker.model_sha256 == records.model.gguf_sha256
     assert records.agent.turns >= 1
     _no_leftovers(result)
+    _each_cleanup_receipt_is_required(result.receipt)
 
 
 @pytest.mark.parametrize("agent", ["scripted", "model"])

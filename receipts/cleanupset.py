@@ -1,0 +1,62 @@
+"""Which cleanup receipts a trial's records say it must have.
+
+Why: the verdict needs every owned resource released (STANDARDS §10), but a receipt
+that simply lacks a resource's cleanup receipt said nothing false in the ones it kept:
+dropping the `qemu_process` receipt, or keeping 1 of 10, used to audit valid with the
+same verdict. The stage records say what was acquired, so the receipts that must exist
+follow from them:
+
+- a guest (`vm.json`, `verifier_vm.json`) whose host key is recorded got that far in
+  its start: its cgroup, data disk, scratch directory, keys, overlay and port were
+  taken, and a QEMU (or a libvirt domain) was created; each is released with a receipt
+  (`not_acquired` when creation failed after all);
+- a worker that ended `ok` was started: its process, and on the host also its cgroup
+  and socket.
+
+Counts, not just kinds: two guests mean two of each. A receipt for a resource kind
+may appear more often than required (a release reports what it found); one may never
+appear less often.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import get_args
+
+from receipts.records.cleanup import Resource
+from receipts.recordset import RecordSet
+
+GUEST_RESOURCES: tuple[Resource, ...] = (
+    "cgroup",
+    "data_disk",
+    "qemu_process",
+    "forwarded_port",
+    "overlay_disk",
+    "ssh_keys",
+    "scratch_dir",
+)
+HOST_WORKER_RESOURCES: tuple[Resource, ...] = ("cgroup", "worker_process", "worker_socket")
+GUEST_WORKER_RESOURCES: tuple[Resource, ...] = ("worker_process",)
+
+
+def required_cleanup(records: RecordSet) -> Counter[Resource]:
+    """How many cleanup receipts of each resource kind the records require."""
+    need: Counter[Resource] = Counter()
+    for guest in (records.vm, records.verifier_vm):
+        if guest is None or guest.host_key_sha256 is None:
+            continue
+        need.update(GUEST_RESOURCES)
+        if guest.backend == "libvirt":
+            need["libvirt_domain"] += 1
+    worker = records.worker
+    if worker is not None and worker.category == "ok":
+        need.update(HOST_WORKER_RESOURCES if worker.placement == "host" else GUEST_WORKER_RESOURCES)
+    return need
+
+
+def missing_cleanup(records: RecordSet) -> tuple[Resource, ...]:
+    """The resource kinds with fewer cleanup receipts than the records require, in the
+    closed vocabulary's order."""
+    have = Counter(receipt.resource for receipt in records.cleanup)
+    need = required_cleanup(records)
+    return tuple(kind for kind in get_args(Resource) if have[kind] < need[kind])
