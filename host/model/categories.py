@@ -26,6 +26,10 @@ PinRefusal = Literal[
     "pin_table_invalid",
     "source_not_directory",
     "symlink",
+    "symlink_absolute",
+    "symlink_outside_blobs",
+    "symlink_dangling",
+    "symlink_not_file",
     "not_regular_file",
     "pycache_present",
     "unlisted_file",
@@ -53,6 +57,8 @@ ConvertRefusal = Literal[
     "missing_tensor",
     "tensor_shape_mismatch",
     "target_not_empty",
+    "insufficient_disk_space",
+    "disk_full",
 ]
 
 VerifyRefusal = Literal[
@@ -88,19 +94,36 @@ class HeaderError(Exception):
 
 
 class PinError(Exception):
-    """A source directory refused against its pin table."""
+    """A source directory refused against its pin table.
 
-    def __init__(self, category: PinRefusal) -> None:
-        super().__init__(category)
+    ``subject`` is the snapshot-relative file the refusal is about, when there is one.
+    It is for the operator's terminal only (the CLI prints it): records carry the
+    category alone, never a name that came from the operator's disk.
+    """
+
+    def __init__(self, category: PinRefusal, subject: str | None = None) -> None:
+        super().__init__(category if subject is None else f"{category}: {subject}")
         self.category: PinRefusal = category
+        self.subject = subject
 
 
 class ConvertError(Exception):
-    """A conversion refused before or while writing; nothing is left behind."""
+    """A conversion refused before or while writing; nothing is left behind.
 
-    def __init__(self, category: ConvertRefusal) -> None:
-        super().__init__(category)
+    ``cause`` is the safetensors header refusal under ``source_header_invalid``;
+    ``subject`` names the file (shard) or tensor, for the CLI's human output only.
+    """
+
+    def __init__(
+        self,
+        category: ConvertRefusal,
+        subject: str | None = None,
+        cause: HeaderRefusal | None = None,
+    ) -> None:
+        super().__init__(category if subject is None else f"{category}: {subject}")
         self.category: ConvertRefusal = category
+        self.subject = subject
+        self.cause: HeaderRefusal | None = cause
 
 
 class VerifyError(Exception):

@@ -6,9 +6,15 @@ nothing if other files ride along, so the check is of the whole tree: every file
 must be named with its size and SHA-256; an unlisted file is refused (and named as
 importable when its suffix is one Python would import, STANDARDS.md section 4), any
 ``__pycache__`` is refused (an unchecked ``.pyc`` runs in place of its source), and
-symlinks are refused (a pinned name must not point elsewhere). The configuration is
-then checked against the architecture the profile expects, so pins recorded for one
-model cannot silently stand in for another.
+symlinks are refused (a pinned name must not point elsewhere), with one exception:
+the Hugging Face cache layout. ``hf download`` without ``--local-dir`` writes
+``<repo>/snapshots/<revision>/NAME`` as a relative symlink to ``../../blobs/<hash>``;
+such a link is accepted when it resolves, lexically and on disk, to a regular file
+directly inside that same repository's ``blobs/``, and the blob is hashed as the file
+it stands for (the pin keeps the snapshot's name). Every other link (absolute,
+escaping, into another snapshot, dangling, a loop, a directory) is still refused.
+The configuration is then checked against the architecture the profile expects, so
+pins recorded for one model cannot silently stand in for another.
 """
 
 from __future__ import annotations
@@ -91,9 +97,44 @@ def table_digest(pins: Iterable[Pin]) -> str:
     return content_key({"pins": rows})
 
 
-def _walk(root: Path) -> tuple[list[str], list[str]]:
-    """Regular files and ``__pycache__`` dirs under *root*; refuses symlinks and specials."""
-    files: list[str] = []
+def blob_of(root: Path, link: Path) -> Path:
+    """The blob an HF-cache snapshot symlink stands for; refuse any other symlink.
+
+    *root* must be ``<repo>/snapshots/<revision>`` and *link* a relative symlink that
+    names, from its own directory, a file directly in ``<repo>/blobs``. The check is
+    made twice: lexically on the link text (so a link into another snapshot, even one
+    that itself points at a blob, is refused) and on the real paths (so a symlinked
+    ``blobs`` or a blob that is itself a link cannot lead elsewhere).
+    """
+    relative = link.relative_to(root).as_posix()
+    target = os.readlink(link)
+    if os.path.isabs(target):
+        raise PinError("symlink_absolute", relative)
+    blobs = root.parent.parent / "blobs"
+    named = Path(os.path.normpath(link.parent / target))
+    if root.parent.name != "snapshots" or named.parent != blobs:
+        raise PinError("symlink_outside_blobs", relative)
+    try:
+        mode = os.lstat(named).st_mode
+    except FileNotFoundError:
+        raise PinError("symlink_dangling", relative) from None
+    except OSError:
+        raise PinError("symlink_not_file", relative) from None
+    if not stat.S_ISREG(mode):
+        raise PinError("symlink_not_file", relative)
+    real = Path(os.path.realpath(link))
+    if blobs.is_symlink() or real.parent != Path(os.path.realpath(blobs)):
+        raise PinError("symlink_outside_blobs", relative)
+    return real
+
+
+def _walk(root: Path) -> tuple[dict[str, Path], list[str]]:
+    """Files under *root* (relative name -> the path to read) and ``__pycache__`` dirs.
+
+    A regular file is read where it is; an HF-cache symlink is read at its blob
+    (:func:`blob_of`); any other symlink and any special file is refused.
+    """
+    files: dict[str, Path] = {}
     caches: list[str] = []
     pending = [root]
     while pending:
@@ -104,16 +145,16 @@ def _walk(root: Path) -> tuple[list[str], list[str]]:
                 mode = entry.stat(follow_symlinks=False).st_mode
                 relative = path.relative_to(root).as_posix()
                 if stat.S_ISLNK(mode):
-                    raise PinError("symlink")
-                if stat.S_ISDIR(mode):
+                    files[relative] = blob_of(root, path)
+                elif stat.S_ISDIR(mode):
                     if entry.name == "__pycache__":
                         caches.append(relative)
                     pending.append(path)
                 elif stat.S_ISREG(mode):
-                    files.append(relative)
+                    files[relative] = path
                 else:
-                    raise PinError("not_regular_file")
-    return sorted(files), caches
+                    raise PinError("not_regular_file", relative)
+    return dict(sorted(files.items())), sorted(caches)
 
 
 def _check_table(table: Iterable[Pin]) -> dict[str, Pin]:
@@ -172,25 +213,26 @@ def verify_source(
         raise PinError("source_not_directory")
     files, caches = _walk(root)
     if caches:
-        raise PinError("pycache_present")
+        raise PinError("pycache_present", caches[0])
     for name in files:
         if name not in by_name:
-            raise PinError("unlisted_importable_file" if _is_importable(name) else "unlisted_file")
-    present = set(files)
+            if _is_importable(name):
+                raise PinError("unlisted_importable_file", name)
+            raise PinError("unlisted_file", name)
     for name, pin in sorted(by_name.items()):
-        if name not in present:
-            raise PinError("missing_file")
-        if (root / name).stat().st_size != pin.size:
-            raise PinError("size_mismatch")
+        if name not in files:
+            raise PinError("missing_file", name)
+        if files[name].stat().st_size != pin.size:
+            raise PinError("size_mismatch", name)
     config_bytes: bytes | None = None
     for name, pin in sorted(by_name.items()):
         if name == "config.json":
-            config_bytes = (root / name).read_bytes()
+            config_bytes = files[name].read_bytes()
             digest, size = hashlib.sha256(config_bytes).hexdigest(), len(config_bytes)
         else:
-            digest, size = sha256_file(root / name)
+            digest, size = sha256_file(files[name])
         if digest != pin.sha256 or size != pin.size:
-            raise PinError("digest_mismatch")
+            raise PinError("digest_mismatch", name)
     if expected is not None:
         if config_bytes is None:
             raise PinError("config_unreadable")
@@ -201,12 +243,16 @@ def verify_source(
 
 def pins_of(root: Path) -> list[Pin]:
     """Record the pin table of *root* (what ``harness model pin`` prints)."""
+    if root.is_symlink():
+        raise PinError("symlink")
+    if not root.is_dir():
+        raise PinError("source_not_directory")
     files, caches = _walk(root)
     if caches:
-        raise PinError("pycache_present")
+        raise PinError("pycache_present", caches[0])
     pins: list[Pin] = []
-    for name in files:
-        digest, size = sha256_file(root / name)
+    for name, path in files.items():
+        digest, size = sha256_file(path)
         pins.append(Pin(name, size, digest))
     return pins
 

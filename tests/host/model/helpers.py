@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -33,3 +34,27 @@ def edit_json(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:
     value = json.loads(path.read_text(encoding="utf-8"))
     edit(value)
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def hf_cache_of(plain: Path, into: Path, revision: str = "0" * 40) -> Path:
+    """Lay *plain* out as ``hf download`` does in the HF cache; return the snapshot dir.
+
+    ``into/models--org--tiny/blobs/<sha256>`` holds each file's bytes, and
+    ``snapshots/<revision>/NAME`` is a relative symlink ``../../blobs/<sha256>`` (one
+    more ``..`` per subdirectory), as huggingface_hub writes them.
+    """
+    repo = into / "models--org--tiny"
+    blobs = repo / "blobs"
+    snapshot = repo / "snapshots" / revision
+    blobs.mkdir(parents=True, exist_ok=True)
+    for path in sorted(p for p in plain.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        link = snapshot / path.relative_to(plain)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        depth = len(path.relative_to(plain).parts) + 1
+        link.symlink_to("/".join([".."] * depth + ["blobs", digest]))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    return snapshot
