@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from host.model.safetensors_header import (
     read_f32,
     read_f32_rows,
 )
+from host.model.sampling import SamplingKey, sampling_keys
 from host.model.vocab import (
     SpecialIds,
     Vocab,
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 # Bump when output bytes change for the same inputs; part of every cache key.
-CONVERTER_VERSION = "harness-convert/2 gguf==0.19.0"
+CONVERTER_VERSION = "harness-convert/3 gguf==0.19.0"
 GGUF_NAME = "model.gguf"
 # Large tensors (a 152k-token embedding is 1.5 GB as float32) are converted in row
 # slices of about this many float32 bytes.
@@ -150,6 +152,7 @@ class ConversionPlan:
     special: SpecialIds
     chat_template: str
     tensors: tuple[TensorPlan, ...]
+    sampling: tuple[SamplingKey, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -244,12 +247,20 @@ def read_hparams(config: dict[str, Any]) -> HParams:
 
 
 def _parse(path: Path) -> dict[str, TensorEntry]:
+    """A shard's tensors in name order, as llama.cpp's ``SafetensorsLocal`` lists them.
+
+    ``gguf-py/gguf/utility.py``, ``SafetensorsLocal.__init__`` (line 333 in the
+    llama-cpp-python 0.3.36 sdist): ``dict(sorted(tensors.items(), key=lambda t:
+    t[0]))``. A file whose header order differs from name order (the ``safetensors``
+    writer groups tensors by dtype) is therefore written in name order, not header order.
+    """
     try:
-        return parse_header(path).tensors
+        tensors = parse_header(path).tensors
     except HeaderError as exc:
-        raise ConvertError("source_header_invalid") from exc
+        raise ConvertError("source_header_invalid", path.name, exc.category) from exc
     except OSError as exc:
-        raise ConvertError("weights_missing") from exc
+        raise ConvertError("weights_missing", path.name) from exc
+    return dict(sorted(tensors.items()))
 
 
 def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
@@ -263,22 +274,23 @@ def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
         try:
             weight_map = load_json_object(index_path).get("weight_map")
         except (OSError, ValueError, TypeError) as exc:
-            raise ConvertError("weights_index_invalid") from exc
+            raise ConvertError("weights_index_invalid", index_path.name) from exc
         if not isinstance(weight_map, dict) or not weight_map:
-            raise ConvertError("weights_index_invalid")
-        shards = sorted(set(weight_map.values()))
+            raise ConvertError("weights_index_invalid", index_path.name)
+        values = set(weight_map.values())
         if not all(
-            isinstance(s, str) and "/" not in s and s.endswith(".safetensors") for s in shards
+            isinstance(s, str) and "/" not in s and s.endswith(".safetensors") for s in values
         ):
-            raise ConvertError("weights_index_invalid")
+            raise ConvertError("weights_index_invalid", index_path.name)
+        shards = sorted(values)
         found: dict[str, tuple[Path, TensorEntry]] = {}
         for shard in shards:
             for name, entry in _parse(source / shard).items():
                 if weight_map.get(name) != shard or name in found:
-                    raise ConvertError("weights_index_invalid")
+                    raise ConvertError("weights_index_invalid", name)
                 found[name] = (source / shard, entry)
-        if set(found) != set(weight_map):
-            raise ConvertError("weights_index_invalid")
+        for name in sorted(set(weight_map) - set(found)):
+            raise ConvertError("weights_index_invalid", name)
         return found
     single = source / "model.safetensors"
     return {name: (single, entry) for name, entry in _parse(single).items()}
@@ -309,8 +321,7 @@ def expected_source_shapes(hp: HParams) -> dict[str, tuple[str, tuple[int, ...]]
                 continue
             plan[f"model.layers.{layer}.{suffix}"] = (f"blk.{layer}.{gguf_suffix}", shapes[suffix])
     plan["model.norm.weight"] = ("output_norm.weight", (hp.hidden,))
-    if not hp.tied:
-        plan["lm_head.weight"] = ("output.weight", (hp.vocab_size, hp.hidden))
+    plan["lm_head.weight"] = ("output.weight", (hp.vocab_size, hp.hidden))
     return plan
 
 
@@ -338,18 +349,22 @@ def plan_tensors(
     for name in weights:
         if name in expected or name.endswith(IGNORED_SUFFIXES):
             continue
-        if name == "lm_head.weight" and hp.tied:
-            continue  # tied embeddings: the output matrix is token_embd
-        raise ConvertError("unexpected_tensor")
+        raise ConvertError("unexpected_tensor", name)
     for name in expected:
+        if name == "lm_head.weight" and hp.tied:
+            # Tied embeddings: the output matrix is token_embd, and a checkpoint need
+            # not carry lm_head. One that does gets output.weight from it, as
+            # convert_hf_to_gguf.py writes every tensor the checkpoint holds
+            # (conversion/qwen.py and llama.py drop nothing for tie_word_embeddings).
+            continue
         if name not in weights:
-            raise ConvertError("missing_tensor")
+            raise ConvertError("missing_tensor", name)
     plans: list[TensorPlan] = []
     for name in (n for n in weights if n in expected):
         gguf_name, shape = expected[name]
         path, entry = weights[name]
         if entry.shape != shape or entry.dtype not in ("F32", "F16", "BF16"):
-            raise ConvertError("tensor_shape_mismatch")
+            raise ConvertError("tensor_shape_mismatch", name)
         permute: int | None = None
         if hp.arch == gguf.MODEL_ARCH.LLAMA and name.endswith("self_attn.q_proj.weight"):
             permute = hp.heads
@@ -368,18 +383,36 @@ def plan_conversion(source: Path, outtype: OutType) -> ConversionPlan:
     try:
         config = load_json_object(source / "config.json")
     except (OSError, ValueError, TypeError) as exc:
-        raise ConvertError("config_unreadable") from exc
-    try:
-        tokenizer = load_json_object(source / "tokenizer.json")
-        tokenizer_config = load_json_object(source / "tokenizer_config.json")
-    except (OSError, ValueError, TypeError) as exc:
-        raise ConvertError("tokenizer_unreadable") from exc
-    hp = read_hparams(config)
-    vocab = read_vocab(tokenizer, hp.vocab_size)
-    special = resolve_special(vocab, tokenizer_config, config)
-    template = chat_template(source, tokenizer_config)
+        raise ConvertError("config_unreadable", "config.json") from exc
+    tokenizer: dict[str, Any] = {}
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        try:
+            tokenizer[name] = load_json_object(source / name)
+        except (OSError, ValueError, TypeError) as exc:
+            raise ConvertError("tokenizer_unreadable", name) from exc
+    with _about("config.json"):
+        hp = read_hparams(config)
+    with _about("tokenizer.json"):
+        vocab = read_vocab(tokenizer["tokenizer.json"], hp.vocab_size)
+    with _about("tokenizer_config.json"):
+        special = resolve_special(
+            vocab, tokenizer["tokenizer_config.json"], config, tokenizer["tokenizer.json"]
+        )
+        template = chat_template(source, tokenizer["tokenizer_config.json"])
+    sampling = sampling_keys(source)
     tensors = plan_tensors(hp, load_weight_index(source), outtype)
-    return ConversionPlan(outtype, hp, vocab, special, template, tensors)
+    return ConversionPlan(outtype, hp, vocab, special, template, tensors, sampling)
+
+
+@contextmanager
+def _about(name: str) -> Iterator[None]:
+    """Name *name* as the subject of a refusal raised without one (for the CLI)."""
+    try:
+        yield
+    except ConvertError as exc:
+        if exc.subject is not None:
+            raise
+        raise ConvertError(exc.category, name, exc.cause) from exc
 
 
 def _astype(dtype: str) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]:
@@ -405,6 +438,13 @@ def encode(values: npt.NDArray[np.float32], qtype: Q) -> npt.NDArray[np.uint8]:
     return ENCODERS[qtype](values).reshape(-1).view(np.uint8)
 
 
+ADD_VALUE: dict[str, Callable[[gguf.GGUFWriter, str, Any], None]] = {
+    "int32": gguf.GGUFWriter.add_int32,
+    "float32": gguf.GGUFWriter.add_float32,
+    "string": gguf.GGUFWriter.add_string,
+}
+
+
 def add_metadata(writer: gguf.GGUFWriter, plan: ConversionPlan) -> None:
     """Every key llama.cpp reads for these architectures, in a fixed order."""
     hp, vocab, special = plan.hparams, plan.vocab, plan.special
@@ -420,6 +460,8 @@ def add_metadata(writer: gguf.GGUFWriter, plan: ConversionPlan) -> None:
     writer.add_key_length(hp.head_dim)
     writer.add_value_length(hp.head_dim)
     writer.add_file_type(OUTTYPES[plan.outtype][1])
+    for sampling in plan.sampling:
+        ADD_VALUE[sampling.kind](writer, sampling.key, sampling.value)
     if hp.arch == gguf.MODEL_ARCH.LLAMA:
         writer.add_vocab_size(hp.vocab_size)
         writer.add_rope_dimension_count(hp.head_dim)
@@ -435,6 +477,8 @@ def add_metadata(writer: gguf.GGUFWriter, plan: ConversionPlan) -> None:
         writer.add_pad_token_id(special.pad)
     writer.add_add_bos_token(special.add_bos)
     writer.add_add_eos_token(special.add_eos)
+    if special.add_sep is not None:
+        writer.add_add_sep_token(special.add_sep)
     if hp.arch == gguf.MODEL_ARCH.LLAMA and special.add_space_prefix is not None:
         # convert_hf_to_gguf.py's LlamaModel.set_vocab writes it when declared;
         # llama.cpp prepends a space to BPE input when it is true.

@@ -96,6 +96,9 @@ def _config_hparams(config: dict[str, Any], arch: str) -> Expected:
     return values
 
 
+SAMPLING_TYPES = {"int32": V.INT32, "float32": V.FLOAT32, "string": V.STRING}
+
+
 def expected_metadata(config: dict[str, Any], plan: ConversionPlan) -> Expected:
     """The exact key set of the GGUF, with value types and values."""
     arch = plan.hparams.arch_name
@@ -119,6 +122,11 @@ def expected_metadata(config: dict[str, Any], plan: ConversionPlan) -> Expected:
     }
     if special.pad is not None:
         expected["tokenizer.ggml.padding_token_id"] = (u32, special.pad)
+    if special.add_sep is not None:
+        expected["tokenizer.ggml.add_sep_token"] = ([V.BOOL], special.add_sep)
+    for sampling in plan.sampling:
+        kind, value = SAMPLING_TYPES[sampling.kind], sampling.value
+        expected[sampling.key] = ([kind], np.float32(value) if kind == V.FLOAT32 else value)
     if arch == "llama" and special.add_space_prefix is not None:
         expected["tokenizer.ggml.add_space_prefix"] = ([V.BOOL], special.add_space_prefix)
     expected.update(_config_hparams(config, arch))

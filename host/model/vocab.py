@@ -193,10 +193,108 @@ class SpecialIds:
     add_eos: bool
     # tokenizer_config's ``add_prefix_space`` when it declares one (None otherwise)
     add_space_prefix: bool | None
+    # tokenizer.ggml.add_sep_token: set only by a TemplateProcessing ``pair`` (None: absent)
+    add_sep: bool | None = None
+
+
+def _special_id(item: Any) -> str | None:
+    """The ``SpecialToken`` id of a TemplateProcessing element (None for a ``Sequence``)."""
+    if not isinstance(item, dict):
+        raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+    special = item.get("SpecialToken")
+    if special is None:
+        return None
+    if not isinstance(special, dict) or not isinstance(special.get("id"), str):
+        raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+    return str(special["id"])
+
+
+def _sequence_id(item: Any) -> str | None:
+    sequence = item.get("Sequence") if isinstance(item, dict) else None
+    return sequence.get("id") if isinstance(sequence, dict) else None
+
+
+def _template_adds(
+    processor: dict[str, Any], bos: str | None, eos: str | None, sep: str | None
+) -> dict[str, bool]:
+    """llama.cpp's reading of a ``TemplateProcessing`` post-processor, for the shapes
+    whose meaning it does not change by rewriting special tokens.
+
+    gguf-py ``SpecialVocab._try_load_from_tokenizer_json`` (``gguf/vocab.py`` lines
+    252-318 in the llama-cpp-python 0.3.36 sdist): a ``single`` template that starts
+    with the BOS special token means ``add_bos_token = true`` (Llama 3:
+    ``<|begin_of_text|> $A``); a ``pair`` template ``A <x> B`` sets ``add_sep_token``
+    (true only when ``<x>`` is the SEP or EOS token). A leading special token that is
+    not BOS, or a trailing special token, makes llama.cpp rename BOS/EOS/EOT: those
+    shapes are refused here rather than half-modelled.
+    """
+    adds: dict[str, bool] = {}
+    single, pair = processor.get("single", []), processor.get("pair", [])
+    if not isinstance(single, list) or not isinstance(pair, list):
+        raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+    first = last = None
+    if len(single) > 1:
+        first, last = _special_id(single[0]), _special_id(single[-1])
+        if first is not None:
+            if first != bos:
+                raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+            adds["bos"] = True
+        if last is not None:
+            raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+    if pair:
+        start = 1 if first is not None and _special_id(pair[0]) == first else 0
+        middle = pair[start:]
+        if middle and _sequence_id(middle[0]) == "A" and _sequence_id(middle[-1]) == "B":
+            middle = middle[1:-1]
+            if middle:
+                add_sep = False
+                entry = _special_id(middle[0])
+                if entry is not None and entry in (sep, eos) and last is None:
+                    add_sep = True
+                second = _special_id(middle[1]) if len(middle) == 2 else None
+                if second is not None and second in (sep, eos):
+                    add_sep = True
+                adds["sep"] = add_sep
+    return adds
+
+
+def post_processor_adds(
+    tokenizer: dict[str, Any], bos: str | None, eos: str | None, sep: str | None
+) -> dict[str, bool]:
+    """Which of BOS/EOS/SEP the tokenizer's post-processor adds, as llama.cpp reads it.
+
+    ``ByteLevel`` declares "none" (BOS and EOS false unless set otherwise); a
+    ``TemplateProcessing`` is read by :func:`_template_adds`; a ``Sequence`` is read
+    element by element. What the post-processor declares wins over
+    ``tokenizer_config.json``'s ``add_bos_token`` / ``add_eos_token`` (llama.cpp logs a
+    mismatch and "opts for the latter"). Other post-processors are refused.
+    """
+    post = tokenizer.get("post_processor")
+    if post is None:
+        return {}
+    if not isinstance(post, dict):
+        raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+    processors = post.get("processors", [post])
+    if not isinstance(processors, list):
+        raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+    adds: dict[str, bool] = {}
+    for processor in processors:
+        kind = processor.get("type") if isinstance(processor, dict) else None
+        if kind == "ByteLevel":
+            adds.setdefault("bos", False)
+            adds.setdefault("eos", False)
+        elif kind == "TemplateProcessing":
+            adds.update(_template_adds(processor, bos, eos, sep))
+        else:
+            raise ConvertError("unsupported_tokenizer", "tokenizer.json")
+    return adds
 
 
 def resolve_special(
-    vocab: Vocab, tokenizer_config: dict[str, Any], config: dict[str, Any]
+    vocab: Vocab,
+    tokenizer_config: dict[str, Any],
+    config: dict[str, Any],
+    tokenizer: dict[str, Any] | None = None,
 ) -> SpecialIds:
     """Resolve BOS/EOS/PAD ids: tokenizer_config names first, config.json ids second.
 
@@ -222,14 +320,20 @@ def resolve_special(
     bos, eos, pad = resolve("bos"), resolve("eos"), resolve("pad")
     if bos is None or eos is None:
         raise ConvertError("special_token_unresolved")
-    add_bos = tokenizer_config.get("add_bos_token", False)
-    add_eos = tokenizer_config.get("add_eos_token", False)
+    adds = post_processor_adds(
+        tokenizer or {},
+        special_token_text(tokenizer_config.get("bos_token")),
+        special_token_text(tokenizer_config.get("eos_token")),
+        special_token_text(tokenizer_config.get("sep_token")),
+    )
+    add_bos = adds.get("bos", tokenizer_config.get("add_bos_token", False))
+    add_eos = adds.get("eos", tokenizer_config.get("add_eos_token", False))
     prefix = tokenizer_config.get("add_prefix_space")
     if not isinstance(add_bos, bool) or not isinstance(add_eos, bool):
-        raise ConvertError("special_token_unresolved")
+        raise ConvertError("special_token_unresolved", "tokenizer_config.json")
     if prefix is not None and not isinstance(prefix, bool):
-        raise ConvertError("special_token_unresolved")
-    return SpecialIds(bos, eos, pad, add_bos, add_eos, prefix)
+        raise ConvertError("special_token_unresolved", "tokenizer_config.json")
+    return SpecialIds(bos, eos, pad, add_bos, add_eos, prefix, adds.get("sep"))
 
 
 def chat_template(source: Path, tokenizer_config: dict[str, Any]) -> str:

@@ -130,19 +130,6 @@ def test_conversion_is_deterministic(tmp_path: Path, tiny_dir: Path) -> None:
     assert a.path.read_bytes() == b.path.read_bytes()
 
 
-def test_tied_embeddings_skip_stored_lm_head(tmp_path: Path, tiny_dir: Path, copy_of: Copy) -> None:
-    root = copy_of(tiny_dir)
-
-    def add_head(t: Tensors) -> None:
-        t["lm_head.weight"] = t["model.embed_tokens.weight"]
-
-    edit_weights(root, add_head)
-    result = convert(root, tmp_path / "out", "f32")
-    names = [t.name for t in gguf.GGUFReader(result.path).tensors]
-    assert "output.weight" not in names
-    assert result.sha256 == convert(tiny_dir, tmp_path / "ref", "f32").sha256
-
-
 def test_untied_model_requires_lm_head(llama_dir: Path, copy_of: Copy) -> None:
     root = copy_of(llama_dir)
     edit_weights(root, lambda t: t.pop("lm_head.weight"))
