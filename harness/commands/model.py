@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.profiles import ProfileError, load_profile
 from harness.profiles.lock import LockError, lock_path, pin_snapshot
-from harness.trial.modelstage import prepare
+from harness.trial.modelstage import ModelStageError, Refusal, check_convertible, prepare
 from host.model.categories import PinError
 from host.model.pins import format_pins_toml
 from host.model.progress import progress_on
@@ -49,8 +49,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.action == "pin":
         try:
-            lock = pin_snapshot(profile.name, args.source)
+            lock = pin_snapshot(
+                profile.name, args.source, check=lambda src: check_convertible(profile, src)
+            )
+        except ModelStageError as exc:
+            print(f"harness model: pin refused: {exc.refusal.describe()}", file=sys.stderr)
+            return 1
         except (LockError, PinError, OSError) as exc:
+            # PinError reads "category: file"; LockError is one line naming the snapshot
             print(f"harness model: pin refused: {exc}", file=sys.stderr)
             return 1
         print(f"{lock_path(profile.name)}: {len(lock.pins)} files pinned by the operator")
@@ -66,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     if record.category != "ok":
-        print(f"harness model: refused: {record.category}", file=sys.stderr)
+        refusal = prepared.refusal or Refusal(record.category)
+        print(f"harness model: refused: {refusal.describe()}", file=sys.stderr)
         return 1
     print(f"gguf        {prepared.gguf}")
     print(f"sha256      {record.gguf_sha256}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -46,10 +47,19 @@ def lock_path(profile: str, directory: Path = PROFILES_DIR) -> Path:
     return directory / f"{profile}.lock.json"
 
 
-def pin_snapshot(profile: str, source: Path, directory: Path = PROFILES_DIR) -> PinLock:
+def pin_snapshot(
+    profile: str,
+    source: Path,
+    directory: Path = PROFILES_DIR,
+    check: Callable[[Path], None] | None = None,
+) -> PinLock:
+    """Hash *source* and write the lock; *check* (run after hashing, before writing)
+    refuses a snapshot the profile's prepare would refuse, so no lock is written for it."""
     pins = pins_of(source)
     if any(pin.name.endswith(IMPORTABLE) for pin in pins):
         raise LockError(f"{source.name}: the snapshot holds importable files; remove them first")
+    if check is not None:
+        check(source)
     lock = PinLock(
         profile=profile,
         pinned_by="operator",

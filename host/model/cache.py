@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from host.model.categories import CacheError, OutType, Provenance
-from host.model.convert import CONVERTER_VERSION, GGUF_NAME, plan_conversion, write_gguf
+from host.model.convert import (
+    CONVERTER_VERSION,
+    GGUF_NAME,
+    plan_conversion,
+    planned_size,
+    write_gguf,
+)
+from host.model.diskspace import require_free_space
 from host.model.keys import content_key
 from host.model.pins import ExpectedArchitecture, Pin, sha256_file, verify_source
 from host.model.verify_gguf import verify_gguf
@@ -115,7 +122,10 @@ def prepare_model(
     """Verify the source pins, then adopt the cached GGUF or build, verify and cache it.
 
     The source is re-verified against its pins after conversion, so a file that
-    changed while it was being read cannot end up in a cache entry.
+    changed while it was being read cannot end up in a cache entry. Free space for
+    the planned GGUF is checked before staging (``insufficient_disk_space``); a write
+    that fails for want of space leaves nothing behind and reaches the caller as
+    ``OSError`` (the model stage names it ``disk_full``).
     """
     pin_list = list(pins)
     report = verify_source(source, pin_list, expected)
@@ -125,8 +135,9 @@ def prepare_model(
     if directory.is_dir() and any(directory.iterdir()):
         return adopt(directory, key)
     root.mkdir(parents=True, exist_ok=True)
+    plan = plan_conversion(source, outtype)
+    require_free_space(root, planned_size(plan))
     with staged_directory(directory) as stage:
-        plan = plan_conversion(source, outtype)
         digest, size = write_gguf(plan, stage / GGUF_NAME, progress)
         verify_gguf(stage / GGUF_NAME, source, outtype, expected_sha256=digest)
         verify_source(source, pin_list, expected)

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from gguf.gguf_writer import WriterState
 
 from host.model.categories import ConvertError, HeaderError, OutType
+from host.model.diskspace import is_disk_full, require_free_space
 from host.model.progress import current as current_progress
 from host.model.rawcopy import NAN_LIMITS, Scratch, permute_qk, stored_chunks
 from host.model.safetensors_header import (
@@ -415,6 +416,21 @@ def _about(name: str) -> Iterator[None]:
         raise ConvertError(exc.category, name, exc.cause) from exc
 
 
+def planned_size(plan: ConversionPlan, alignment: int = gguf.GGUF_DEFAULT_ALIGNMENT) -> int:
+    """An upper bound of the GGUF's size in bytes, from the plan alone.
+
+    Tensor data is exact (plus at most one alignment per tensor); the header is bounded
+    by the strings and arrays it holds plus a fixed allowance per key and per tensor.
+    Used to refuse a conversion that cannot fit before it starts.
+    """
+    strings = [*plan.vocab.tokens, *plan.vocab.merges, plan.chat_template]
+    header = sum(len(text.encode("utf-8")) + 8 for text in strings)
+    header += 4 * len(plan.vocab.token_types) + (1 << 16)
+    infos = sum(len(t.name) + 8 + 8 * len(t.shape) + 16 for t in plan.tensors)
+    data = sum(t.nbytes + alignment for t in plan.tensors)
+    return header + infos + data + alignment
+
+
 def _astype(dtype: str) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]:
     return lambda values: np.ascontiguousarray(values, dtype=dtype)
 
@@ -691,10 +707,15 @@ def convert(
     started = time.perf_counter()
     plan = plan_conversion(source, outtype)
     target_dir.parent.mkdir(parents=True, exist_ok=True)
+    require_free_space(target_dir.parent, planned_size(plan))
     try:
         with staged_directory(target_dir) as stage:
             digest, size = write_gguf(plan, stage / GGUF_NAME, progress)
     except TargetExists as exc:
         raise ConvertError("target_not_empty") from exc
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise ConvertError("disk_full") from exc
+        raise
     elapsed = time.perf_counter() - started
     return ConvertResult(target_dir / GGUF_NAME, digest, size, len(plan.tensors), elapsed)

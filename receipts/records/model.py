@@ -23,6 +23,8 @@ ModelCategory = Literal[
     "config_contradicts_profile",
     "source_unreadable",
     "conversion_failed",
+    "insufficient_disk_space",
+    "disk_full",
     "gguf_metadata_mismatch",
     "gguf_tensor_inventory_mismatch",
     "gguf_tensor_data_mismatch",

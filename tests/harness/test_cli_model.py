@@ -1,0 +1,81 @@
+"""`harness model prepare` as the operator runs it: closed, named refusals, no traceback.
+
+Each test runs the real CLI in a child process with its own HOME (the model cache is
+``~/.cache/harness``). A full disk is made two ways: a child whose files may not grow
+past a limit (RLIMIT_FSIZE: the write fails mid-conversion), and a small tmpfs mounted
+over the cache (free space is short before the conversion starts; needs root, as the
+cgroup tests do).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.profiles import load_profile
+from harness.trial.modelstage import _synth_source
+
+HARNESS = [sys.executable, "-m", "harness.cli"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _prepare_tiny(home: Path, limit: int | None = None) -> subprocess.CompletedProcess[str]:
+    def child() -> None:
+        if limit is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [*HARNESS, "model", "prepare", "--profile", "tiny"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "HOME": str(home)},
+        preexec_fn=child,
+    )
+
+
+def _leftovers(models: Path) -> list[str]:
+    return sorted(p.name for p in models.iterdir()) if models.exists() else []
+
+
+def test_a_disk_that_fills_during_prepare_is_a_closed_refusal(tmp_path: Path) -> None:
+    cache = tmp_path / ".cache" / "harness"
+    _synth_source(load_profile("tiny"), cache)  # the source is in place; the GGUF is not
+    done = _prepare_tiny(tmp_path, limit=200_000)  # the bf16 GGUF is about 360 kB
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1
+    assert done.stderr.strip() == "harness model: refused: disk_full"
+    assert _leftovers(cache / "models") == []  # no entry, no staging directory
+
+
+def test_prepare_checks_free_space_before_it_starts(tmp_path: Path) -> None:
+    cache = tmp_path / ".cache" / "harness"
+    cache.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(cache)], check=True)
+    try:
+        done = _prepare_tiny(tmp_path)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 1
+        assert done.stderr.strip() == "harness model: refused: insufficient_disk_space"
+        assert _leftovers(cache / "models") == []
+        assert (cache / "sources").is_dir()  # the 0.5 MB source fitted; the check refused
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)
+
+
+def test_a_refusal_names_the_file(tmp_path: Path) -> None:
+    cache = tmp_path / ".cache" / "harness"
+    source, _ = _synth_source(load_profile("tiny"), cache)
+    weights = source / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1])
+    done = _prepare_tiny(tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "harness model: refused: pin_size_mismatch: size_mismatch (model.safetensors)"
+    )
