@@ -20,7 +20,10 @@ be rerun by anyone. Two modes:
     refuses unknown hashes; our synthesized 1,024-token vocabulary is unknown to it,
     so it is run through a shim that answers the pre-tokenizer name (``qwen2``: the
     synth tokenizer uses Qwen2's split regex) *only* when the hash is unrecognized.
-    That name is then itself compared like any other key.
+    That name is then itself compared like any other key. With ``--cases`` it does the
+    same for the divergence cases in ``tests/host/model/divergence_cases.py`` (shapes
+    the tiny models lack: a tied config with ``lm_head``, mixed dtypes, a Llama-3
+    post-processor, ``generation_config.json``).
 
 Not a timed test; see docs/model-conversion.md for the commands and the results.
 """
@@ -28,9 +31,11 @@ Not a timed test; see docs/model-conversion.md for the commands and the results.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,15 +167,27 @@ def verdict(report: dict[str, Any], allowed: tuple[str, ...]) -> bool:
     )
 
 
+def _sources() -> list[tuple[str, Callable[[Path], object]]]:
+    from host.model.synth import synthesize_tiny, synthesize_tiny_llama
+
+    return [("qwen3", synthesize_tiny), ("llama", synthesize_tiny_llama)]
+
+
+def _divergence_cases() -> list[tuple[str, Callable[[Path], object]]]:
+    """The shapes the tiny models lack (tests/host/model/divergence_cases.py)."""
+    from tests.host.model.divergence_cases import CASES, build
+
+    return [(name, functools.partial(build, name)) for name in CASES]
+
+
 def _run_both(args: argparse.Namespace) -> int:
     from host.model.convert import convert
-    from host.model.synth import synthesize_tiny, synthesize_tiny_llama
 
     work: Path = args.work
     work.mkdir(parents=True, exist_ok=True)
     script = (args.llama_cpp / "convert_hf_to_gguf.py").resolve()
     failures = 0
-    for model, synth in (("qwen3", synthesize_tiny), ("llama", synthesize_tiny_llama)):
+    for model, synth in _divergence_cases() if args.cases else _sources():
         source = work / model / "source"
         if not source.exists():
             synth(source)
@@ -204,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--work", type=Path, required=True)
     run.add_argument("--outtypes", nargs="+", default=["f32", "f16", "bf16", "q8_0"])
     run.add_argument("--assume-pre", default="qwen2")
+    run.add_argument(
+        "--cases",
+        action="store_true",
+        help="the divergence cases (tied lm_head, mixed dtypes, Llama-3 tokenizer, ...)",
+    )
     for p in (cmp, run):
         p.add_argument("--allow-key", action="append", default=[], help="tolerated key")
     args = parser.parse_args(argv)

@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -357,16 +358,24 @@ def random_weights(spec: TinySpec, seed: int = SEED) -> dict[str, npt.NDArray[np
     return weights
 
 
-def safetensors_bytes(tensors: dict[str, tuple[str, npt.NDArray[Any]]]) -> bytes:
+def safetensors_bytes(
+    tensors: dict[str, tuple[str, npt.NDArray[Any]]], order: Sequence[str] | None = None
+) -> bytes:
     """Serialize ``name -> (dtype, array)`` as safetensors, deterministically.
 
     Tensors are laid out in sorted-name order; the JSON header is compact with sorted
     keys and padded with spaces to a multiple of 8 bytes, as the reference writer does.
+    With *order* (every name once), header and data follow it instead: the
+    ``safetensors`` library groups tensors by dtype, so real files are not always in
+    name order, and converters must not depend on it.
     """
+    names = sorted(tensors) if order is None else list(order)
+    if sorted(names) != sorted(tensors):
+        raise ValueError("order must name every tensor once")
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     chunks: list[bytes] = []
     offset = 0
-    for name in sorted(tensors):
+    for name in names:
         dtype, array = tensors[name]
         data = np.ascontiguousarray(array).tobytes()
         header[name] = {
@@ -376,7 +385,7 @@ def safetensors_bytes(tensors: dict[str, tuple[str, npt.NDArray[Any]]]) -> bytes
         }
         chunks.append(data)
         offset += len(data)
-    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(header, sort_keys=order is None, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
     return len(text).to_bytes(8, "little") + text + b"".join(chunks)
 

@@ -32,12 +32,13 @@ import pytest
 
 from host.model.categories import ConvertError
 from host.model.convert import convert, expected_source_shapes, read_hparams
-from host.model.safetensors_header import bf16_bits_to_f32, parse_header, read_f32
+from host.model.safetensors_header import parse_header, read_f32
+from host.model.synth import synthesize_tiny
 from host.model.verify_gguf import verify_gguf
-from tests.host.model.helpers import Tensors, edit_json, edit_weights, load_tensors
+from tests.host.model.divergence_cases import BOS, build, mixed_dtypes
+from tests.host.model.helpers import edit_json
 
 Copy = Callable[[Path], Path]
-BOS = "<|endoftext|>"
 
 
 def _fields(path: Path) -> dict[str, Any]:
@@ -52,16 +53,8 @@ def _names(path: Path) -> list[str]:
 # (a) ---------------------------------------------------------------------------------
 
 
-def test_tied_config_with_lm_head_writes_output_weight(
-    tmp_path: Path, tiny_dir: Path, copy_of: Copy
-) -> None:
-    root = copy_of(tiny_dir)
-
-    def add_head(t: Tensors) -> None:
-        dtype, embed = t["model.embed_tokens.weight"]
-        t["lm_head.weight"] = (dtype, embed[::-1].copy())  # distinct from the embedding
-
-    edit_weights(root, add_head)
+def test_tied_config_with_lm_head_writes_output_weight(tmp_path: Path) -> None:
+    root = build("qwen3-tied-lm-head", tmp_path / "src")
     assert json.loads((root / "config.json").read_text())["tie_word_embeddings"] is True
     result = convert(root, tmp_path / "out", "f32")
     reader = gguf.GGUFReader(result.path)
@@ -69,6 +62,8 @@ def test_tied_config_with_lm_head_writes_output_weight(
     assert "output.weight" in tensors and "token_embd.weight" in tensors
     header = parse_header(root / "model.safetensors")
     head = read_f32(root / "model.safetensors", header.tensors["lm_head.weight"])
+    embed = read_f32(root / "model.safetensors", header.tensors["model.embed_tokens.weight"])
+    assert not np.array_equal(head, embed)
     got = np.asarray(tensors["output.weight"].data).reshape(head.shape)
     assert np.array_equal(got, head)  # the checkpoint's lm_head, not the embedding
     assert _names(result.path)[0] == "output.weight"  # "lm_head..." sorts first
@@ -83,69 +78,22 @@ def test_tied_config_without_lm_head_has_no_output_weight(tmp_path: Path, tiny_d
 # (b) ---------------------------------------------------------------------------------
 
 
-def _write_in_order(path: Path, tensors: Tensors, order: list[str]) -> None:
-    """A safetensors file whose header and data follow *order* (not name order)."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    chunks: list[bytes] = []
-    offset = 0
-    for name in order:
-        dtype, array = tensors[name]
-        data = np.ascontiguousarray(array).tobytes()
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        chunks.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)
-    path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(chunks))
-
-
-def test_mixed_dtypes_are_written_in_name_order(
-    tmp_path: Path, tiny_dir: Path, copy_of: Copy
-) -> None:
+def test_mixed_dtypes_are_written_in_name_order(tmp_path: Path) -> None:
     """The ``safetensors`` writer groups tensors by dtype (F32 before BF16, then by
     name); llama.cpp lists each shard by name, and so must we."""
-    root = copy_of(tiny_dir)
-    tensors = load_tensors(root / "model.safetensors")
-    for name, (_dtype, bits) in list(tensors.items()):
-        if bits.ndim == 1:  # norms stored as F32, the rest stays BF16
-            tensors[name] = ("F32", bf16_bits_to_f32(bits))
-    order = sorted(tensors, key=lambda n: (tensors[n][0] != "F32", n))
-    assert order != sorted(tensors)
-    _write_in_order(root / "model.safetensors", tensors, order)
+    root = tmp_path / "src"
+    synthesize_tiny(root)
+    order = mixed_dtypes(root)
+    assert order != sorted(order)
     assert list(parse_header(root / "model.safetensors").tensors) == order
     result = convert(root, tmp_path / "out", "bf16")
     hparams = read_hparams(json.loads((root / "config.json").read_text()))
     gguf_name = {hf: names[0] for hf, names in expected_source_shapes(hparams).items()}
-    assert _names(result.path) == [gguf_name[n] for n in sorted(tensors)]  # llama.cpp's order
+    assert _names(result.path) == [gguf_name[n] for n in sorted(order)]  # llama.cpp's order
     verify_gguf(result.path, root, "bf16", expected_sha256=result.sha256)
 
 
 # (c) ---------------------------------------------------------------------------------
-
-LLAMA3_POST = {
-    "type": "Sequence",
-    "processors": [
-        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
-        {
-            "type": "TemplateProcessing",
-            "single": [
-                {"SpecialToken": {"id": BOS, "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-            ],
-            "pair": [
-                {"SpecialToken": {"id": BOS, "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": BOS, "type_id": 1}},
-                {"Sequence": {"id": "B", "type_id": 1}},
-            ],
-            "special_tokens": {BOS: {"id": BOS, "ids": [0], "tokens": [BOS]}},
-        },
-    ],
-}
 
 
 def _with_post(root: Path, post: dict[str, Any], **tokenizer_config: Any) -> None:
@@ -153,11 +101,9 @@ def _with_post(root: Path, post: dict[str, Any], **tokenizer_config: Any) -> Non
     edit_json(root / "tokenizer_config.json", lambda c: c.update(tokenizer_config))
 
 
-def test_llama3_template_processing_adds_bos(
-    tmp_path: Path, llama_dir: Path, copy_of: Copy
-) -> None:
-    root = copy_of(llama_dir)
-    _with_post(root, LLAMA3_POST, bos_token=BOS, add_bos_token=False)
+def test_llama3_template_processing_adds_bos(tmp_path: Path) -> None:
+    root = build("llama-llama3-tokenizer", tmp_path / "src")
+    assert json.loads((root / "tokenizer_config.json").read_text())["add_bos_token"] is False
     result = convert(root, tmp_path / "out", "f32")
     fields = _fields(result.path)
     assert fields["tokenizer.ggml.add_bos_token"] is True  # the post-processor wins
@@ -166,11 +112,8 @@ def test_llama3_template_processing_adds_bos(
     verify_gguf(result.path, root, "f32", expected_sha256=result.sha256)
 
 
-def test_byte_level_post_processor_wins_over_tokenizer_config(
-    tmp_path: Path, tiny_dir: Path, copy_of: Copy
-) -> None:
-    root = copy_of(tiny_dir)
-    _with_post(root, {"type": "ByteLevel", "trim_offsets": False}, add_bos_token=True)
+def test_byte_level_post_processor_wins_over_tokenizer_config(tmp_path: Path) -> None:
+    root = build("qwen3-byte-level-over-config", tmp_path / "src")
     fields = _fields(convert(root, tmp_path / "out", "f32").path)
     assert fields["tokenizer.ggml.add_bos_token"] is False
     assert "tokenizer.ggml.add_sep_token" not in fields

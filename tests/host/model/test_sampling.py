@@ -21,20 +21,10 @@ from host.model.categories import ConvertError
 from host.model.convert import convert
 from host.model.pins import pins_of, verify_source
 from host.model.verify_gguf import verify_gguf
+from tests.host.model.divergence_cases import build
 
 Copy = Callable[[Path], Path]
 V = gguf.GGUFValueType
-QWEN3_GENERATION = {
-    "bos_token_id": 151643,
-    "do_sample": True,
-    "eos_token_id": [151645, 151643],
-    "pad_token_id": 151643,
-    "temperature": 0.7,
-    "top_k": 20,
-    "top_p": 0.8,
-    "repetition_penalty": 1.05,
-    "transformers_version": "4.51.0",
-}
 
 
 def _sampling(path: Path) -> dict[str, tuple[list[V], object]]:
@@ -46,11 +36,8 @@ def _sampling(path: Path) -> dict[str, tuple[list[V], object]]:
     }
 
 
-def test_generation_config_becomes_sampling_keys(
-    tmp_path: Path, tiny_dir: Path, copy_of: Copy
-) -> None:
-    root = copy_of(tiny_dir)
-    (root / "generation_config.json").write_text(json.dumps(QWEN3_GENERATION, indent=2))
+def test_generation_config_becomes_sampling_keys(tmp_path: Path) -> None:
+    root = build("qwen3-generation-config", tmp_path / "src")
     verify_source(root, pins_of(root))  # a pinned input like every file in the snapshot
     result = convert(root, tmp_path / "out", "bf16")
     got = _sampling(result.path)
