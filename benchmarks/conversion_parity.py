@@ -153,7 +153,9 @@ def _file_sha256(path: Path) -> str:
 
 
 def verdict(report: dict[str, Any], allowed: tuple[str, ...]) -> bool:
-    """True when only allowed metadata keys differ, tensors are byte-identical."""
+    """True when only allowed metadata keys differ and the tensors are byte-identical
+    and in the same order (llama.cpp writes them in a defined order; a loader does
+    not care, but a converter that claims llama.cpp's output must match it)."""
     keys = (
         set(report["metadata_only_ours"])
         | set(report["metadata_only_theirs"])
@@ -164,6 +166,7 @@ def verdict(report: dict[str, Any], allowed: tuple[str, ...]) -> bool:
         and not report["tensors_only_ours"]
         and not report["tensors_only_theirs"]
         and not report["tensors_differing"]
+        and report["tensor_order_equal"]
     )
 
 
