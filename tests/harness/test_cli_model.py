@@ -79,3 +79,36 @@ def test_a_refusal_names_the_file(tmp_path: Path) -> None:
     assert done.stderr.strip() == (
         "harness model: refused: pin_size_mismatch: size_mismatch (model.safetensors)"
     )
+
+
+def test_pin_refuses_an_architecture_prepare_would_refuse(tmp_path: Path) -> None:
+    """`harness model pin --profile qwen4b` on a Mistral-shaped snapshot: exit 1, the
+    category and the file on stderr, and no lock beside the profile."""
+    from harness.profiles.lock import lock_path
+    from host.model.synth import synthesize_tiny
+    from tests.host.model.helpers import edit_json
+
+    lock = lock_path("qwen4b")
+    assert not lock.exists()  # an operator's lock must never be clobbered by a test
+    snapshot = tmp_path / "mistral"
+    synthesize_tiny(snapshot)
+    edit_json(
+        snapshot / "config.json",
+        lambda c: c.update(architectures=["MistralForCausalLM"], model_type="mistral"),
+    )
+    try:
+        done = subprocess.run(
+            [*HARNESS, "model", "pin", "--profile", "qwen4b", "--source", str(snapshot)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=REPO,
+        )
+        assert done.returncode == 1
+        assert done.stderr.strip() == (
+            "harness model: pin refused: "
+            "config_contradicts_profile: config_architecture_mismatch (config.json)"
+        )
+        assert not lock.exists()
+    finally:
+        lock.unlink(missing_ok=True)
