@@ -146,3 +146,16 @@ def test_links_outside_the_cache_layout_refused(tiny_dir: Path, tmp_path: Path) 
     (plain / "config.json").unlink()
     (plain / "config.json").symlink_to("../../blobs/c")
     assert _refused(plain) == ("symlink_outside_blobs", "config.json")
+
+
+def test_cache_reached_through_a_symlinked_ancestor_is_accepted(
+    tiny_dir: Path, tmp_path: Path
+) -> None:
+    """~/.cache/huggingface is often a symlink to a larger disk: the snapshot's links
+    still resolve into the same repository's blobs/, so it pins like the real path."""
+    real = tmp_path / "bigdisk"
+    snapshot = hf_cache_of(tiny_dir, real)
+    alias = tmp_path / "alias"
+    alias.symlink_to(real)
+    via_alias = alias / snapshot.relative_to(real)
+    assert pins_of(via_alias) == pins_of(tiny_dir)
