@@ -36,6 +36,7 @@ from gguf.gguf_writer import WriterState
 
 from host.model.categories import ConvertError, HeaderError, OutType
 from host.model.diskspace import is_disk_full, require_free_space
+from host.model.general import GeneralKey, model_card_keys, sampling_keys
 from host.model.progress import current as current_progress
 from host.model.rawcopy import NAN_LIMITS, Scratch, permute_qk, stored_chunks
 from host.model.safetensors_header import (
@@ -45,7 +46,6 @@ from host.model.safetensors_header import (
     read_f32,
     read_f32_rows,
 )
-from host.model.sampling import SamplingKey, sampling_keys
 from host.model.vocab import (
     SpecialIds,
     Vocab,
@@ -153,7 +153,7 @@ class ConversionPlan:
     special: SpecialIds
     chat_template: str
     tensors: tuple[TensorPlan, ...]
-    sampling: tuple[SamplingKey, ...] = ()
+    general: tuple[GeneralKey, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -400,9 +400,9 @@ def plan_conversion(source: Path, outtype: OutType) -> ConversionPlan:
             vocab, tokenizer["tokenizer_config.json"], config, tokenizer["tokenizer.json"]
         )
         template = chat_template(source, tokenizer["tokenizer_config.json"])
-    sampling = sampling_keys(source)
+    general = sampling_keys(source) + model_card_keys(source)
     tensors = plan_tensors(hp, load_weight_index(source), outtype)
-    return ConversionPlan(outtype, hp, vocab, special, template, tensors, sampling)
+    return ConversionPlan(outtype, hp, vocab, special, template, tensors, general)
 
 
 @contextmanager
@@ -458,6 +458,7 @@ ADD_VALUE: dict[str, Callable[[gguf.GGUFWriter, str, Any], None]] = {
     "int32": gguf.GGUFWriter.add_int32,
     "float32": gguf.GGUFWriter.add_float32,
     "string": gguf.GGUFWriter.add_string,
+    "strings": lambda writer, key, values: writer.add_array(key, list(values)),
 }
 
 
@@ -476,8 +477,8 @@ def add_metadata(writer: gguf.GGUFWriter, plan: ConversionPlan) -> None:
     writer.add_key_length(hp.head_dim)
     writer.add_value_length(hp.head_dim)
     writer.add_file_type(OUTTYPES[plan.outtype][1])
-    for sampling in plan.sampling:
-        ADD_VALUE[sampling.kind](writer, sampling.key, sampling.value)
+    for key in plan.general:
+        ADD_VALUE[key.kind](writer, key.key, key.value)
     if hp.arch == gguf.MODEL_ARCH.LLAMA:
         writer.add_vocab_size(hp.vocab_size)
         writer.add_rope_dimension_count(hp.head_dim)

@@ -96,7 +96,12 @@ def _config_hparams(config: dict[str, Any], arch: str) -> Expected:
     return values
 
 
-SAMPLING_TYPES = {"int32": V.INT32, "float32": V.FLOAT32, "string": V.STRING}
+GENERAL_TYPES = {
+    "int32": [V.INT32],
+    "float32": [V.FLOAT32],
+    "string": [V.STRING],
+    "strings": [V.ARRAY, V.STRING],
+}
 
 
 def expected_metadata(config: dict[str, Any], plan: ConversionPlan) -> Expected:
@@ -124,9 +129,13 @@ def expected_metadata(config: dict[str, Any], plan: ConversionPlan) -> Expected:
         expected["tokenizer.ggml.padding_token_id"] = (u32, special.pad)
     if special.add_sep is not None:
         expected["tokenizer.ggml.add_sep_token"] = ([V.BOOL], special.add_sep)
-    for sampling in plan.sampling:
-        kind, value = SAMPLING_TYPES[sampling.kind], sampling.value
-        expected[sampling.key] = ([kind], np.float32(value) if kind == V.FLOAT32 else value)
+    for general in plan.general:
+        value: Any = general.value
+        if general.kind == "float32":
+            value = np.float32(value)
+        elif general.kind == "strings":
+            value = list(value)
+        expected[general.key] = (GENERAL_TYPES[general.kind], value)
     if arch == "llama" and special.add_space_prefix is not None:
         expected["tokenizer.ggml.add_space_prefix"] = ([V.BOOL], special.add_space_prefix)
     expected.update(_config_hparams(config, arch))

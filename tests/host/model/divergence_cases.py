@@ -106,12 +106,35 @@ def generation_config(root: Path) -> None:
     (root / "generation_config.json").write_text(json.dumps(QWEN3_GENERATION, indent=2))
 
 
+QWEN3_CARD = """---
+library_name: transformers
+license: apache-2.0
+license_link: https://huggingface.co/Qwen/Qwen3-4B-Instruct-2507/blob/main/LICENSE
+pipeline_tag: text-generation
+tags:
+- chat
+language:
+- en
+- no
+---
+
+# Qwen3-4B-Instruct-2507 (a test card)
+"""
+
+
+def model_card(root: Path) -> None:
+    """Qwen3 with a model card whose front matter has license, link, tags, languages
+    (and ``- no``, the YAML "Norway problem" llama.cpp works around)."""
+    (root / "README.md").write_text(QWEN3_CARD, encoding="utf-8")
+
+
 CASES: dict[str, tuple[Callable[[Path], object], Callable[[Path], object]]] = {
     "qwen3-tied-lm-head": (synthesize_tiny, tied_lm_head),
     "qwen3-mixed-dtypes": (synthesize_tiny, mixed_dtypes),
     "llama-llama3-tokenizer": (synthesize_tiny_llama, llama3_tokenizer),
     "qwen3-byte-level-over-config": (synthesize_tiny, byte_level_over_config),
     "qwen3-generation-config": (synthesize_tiny, generation_config),
+    "qwen3-model-card": (synthesize_tiny, model_card),
 }
 
 
