@@ -25,7 +25,14 @@ from harness.profiles import Profile
 from harness.profiles.lock import LockError, load_lock
 from harness.profiles.model import WheelSource
 from host.model.cache import CacheResult, adopt, cache_key, prepare_model
-from host.model.categories import CacheError, ConvertError, HeaderError, PinError, VerifyError
+from host.model.categories import (
+    CacheError,
+    ConvertError,
+    HeaderError,
+    PinError,
+    VerifyError,
+    VerifyRefusal,
+)
 from host.model.convert import CONVERTER_VERSION, GGUF_NAME, plan_conversion
 from host.model.diskspace import is_disk_full
 from host.model.keys import content_key
@@ -105,6 +112,22 @@ def _tensor_counts(path: Path) -> tuple[TensorCounts, str]:
     weights = {k: v for k, v in counts.items() if k not in ("f32", "other")}
     file_type = max(weights, key=lambda k: weights[k]) if any(weights.values()) else "f32"
     return TensorCounts(**counts), file_type
+
+
+# A GGUF that fails verification right after conversion, by what failed.
+VERIFY_CATEGORY: dict[VerifyRefusal, ModelCategory] = {
+    "gguf_unreadable": "gguf_tensor_data_mismatch",
+    "source_unreadable": "source_unreadable",
+    "metadata_missing": "gguf_metadata_mismatch",
+    "metadata_unexpected": "gguf_metadata_mismatch",
+    "metadata_mismatch": "gguf_metadata_mismatch",
+    "tensor_missing": "gguf_tensor_inventory_mismatch",
+    "tensor_unexpected": "gguf_tensor_inventory_mismatch",
+    "tensor_shape_mismatch": "gguf_tensor_inventory_mismatch",
+    "tensor_dtype_mismatch": "gguf_tensor_inventory_mismatch",
+    "tensor_data_mismatch": "gguf_tensor_data_mismatch",
+    "digest_mismatch": "gguf_tensor_data_mismatch",
+}
 
 
 def _pin_category(exc: PinError) -> ModelCategory:
@@ -224,7 +247,7 @@ def _prepare_checkpoint(
     except HeaderError as exc:
         raise ModelStageError("conversion_failed", exc.category) from None
     except VerifyError as exc:
-        raise ModelStageError("gguf_tensor_data_mismatch", exc.category) from None
+        raise ModelStageError(VERIFY_CATEGORY[exc.category], exc.category, exc.subject) from None
     except CacheError:
         raise ModelStageError("cache_corrupt") from None
     prepared = time.monotonic()

@@ -127,11 +127,13 @@ class ConvertError(Exception):
 
 
 class VerifyError(Exception):
-    """A GGUF refused against its source."""
+    """A GGUF refused against its source; ``subject`` names the metadata key or tensor
+    (for the CLI's human output only)."""
 
-    def __init__(self, category: VerifyRefusal) -> None:
-        super().__init__(category)
+    def __init__(self, category: VerifyRefusal, subject: str | None = None) -> None:
+        super().__init__(category if subject is None else f"{category}: {subject}")
         self.category: VerifyRefusal = category
+        self.subject = subject
 
 
 class CacheError(Exception):

@@ -154,13 +154,13 @@ def check_metadata(reader: gguf.GGUFReader, expected: Expected) -> None:
     present = {name: field for name, field in reader.fields.items() if not name.startswith("GGUF.")}
     for key in expected:
         if key not in present:
-            raise VerifyError("metadata_missing")
+            raise VerifyError("metadata_missing", key)
     for key, field in present.items():
         if key not in expected:
-            raise VerifyError("metadata_unexpected")
+            raise VerifyError("metadata_unexpected", key)
         types, value = expected[key]
         if field.types != types or _field_value(field) != value:
-            raise VerifyError("metadata_mismatch")
+            raise VerifyError("metadata_mismatch", key)
 
 
 def storage_type(shape: tuple[int, ...], outtype: OutType) -> Q:
@@ -367,17 +367,17 @@ def check_tensors(
     found = {t.name: t for t in reader.tensors}
     for name in planned:
         if name not in found:
-            raise VerifyError("tensor_missing")
+            raise VerifyError("tensor_missing", name)
     for name in found:
         if name not in planned:
-            raise VerifyError("tensor_unexpected")
+            raise VerifyError("tensor_unexpected", name)
     for name, tensor in found.items():
         source_shape = planned[name].shape
         if tuple(int(n) for n in tensor.shape) != tuple(reversed(source_shape)):
-            raise VerifyError("tensor_shape_mismatch")
+            raise VerifyError("tensor_shape_mismatch", name)
         qtype = storage_type(source_shape, plan.outtype)
         if tensor.tensor_type != qtype:
-            raise VerifyError("tensor_dtype_mismatch")
+            raise VerifyError("tensor_dtype_mismatch", name)
     if hashing is None:
 
         def read(position: int, nbytes: int) -> bytes:
@@ -386,7 +386,7 @@ def check_tensors(
         read = hashing.read
     for tensor in sorted(found.values(), key=lambda t: int(t.data_offset)):
         if not _tensor_matches(read, tensor, plan, planned[tensor.name], chunk_bytes):
-            raise VerifyError("tensor_data_mismatch")
+            raise VerifyError("tensor_data_mismatch", tensor.name)
 
 
 def verify_gguf(

@@ -177,3 +177,15 @@ def test_prepare_names_the_file_a_conversion_refused(
     )
     # the record carries the closed category and nothing that names the operator's file
     assert "b.safetensors" not in prepared.record.model_dump_json()
+
+
+def test_every_verification_refusal_has_a_stage_category() -> None:
+    from typing import get_args
+
+    from harness.trial.modelstage import VERIFY_CATEGORY
+    from host.model.categories import VerifyRefusal
+
+    assert set(VERIFY_CATEGORY) == set(get_args(VerifyRefusal))
+    assert VERIFY_CATEGORY["metadata_mismatch"] == "gguf_metadata_mismatch"
+    assert VERIFY_CATEGORY["tensor_missing"] == "gguf_tensor_inventory_mismatch"
+    assert VERIFY_CATEGORY["tensor_data_mismatch"] == "gguf_tensor_data_mismatch"

@@ -367,3 +367,30 @@ def test_hashing_reader_finish_hashes_what_was_not_read(tmp_path: Path) -> None:
     with open_hashing(path) as reading:
         assert reading.read(100, 10) == content[100:110]
         assert reading.finish() == (hashlib.sha256(content).hexdigest(), len(content))
+
+
+def test_refusals_name_the_key_or_tensor(converted: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    """The subject is for the operator's terminal: which key or tensor failed."""
+    cases = [
+        (
+            rewrite(converted, tmp_path / "a.gguf", drop_keys=("tokenizer.ggml.pre",)),
+            ("metadata_missing", "tokenizer.ggml.pre"),
+        ),
+        (
+            rewrite(converted, tmp_path / "b.gguf", drop_tensors=("blk.1.attn_k_norm.weight",)),
+            ("tensor_missing", "blk.1.attn_k_norm.weight"),
+        ),
+    ]
+    corrupt = tmp_path / "c.gguf"
+    shutil.copy(converted, corrupt)
+    tensor = next(t for t in gguf.GGUFReader(converted).tensors if t.name == "blk.1.ffn_up.weight")
+    with corrupt.open("r+b") as handle:
+        handle.seek(tensor.data_offset + 100)
+        byte = handle.read(1)
+        handle.seek(tensor.data_offset + 100)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    cases.append((corrupt, ("tensor_data_mismatch", "blk.1.ffn_up.weight")))
+    for path, expected in cases:
+        with pytest.raises(VerifyError) as info:
+            verify_gguf(path, tiny_dir, "q8_0")
+        assert (info.value.category, info.value.subject) == expected
