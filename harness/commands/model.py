@@ -15,6 +15,11 @@ from host.model.progress import progress_on
 from host.model.synth import synthesize_tiny
 
 CACHE = Path.home() / ".cache" / "harness"
+SYMLINK_HINT = (
+    "harness model: a snapshot is either plain files (hf download --local-dir DIR) or an "
+    "HF cache snapshot folder (.../models--ORG--NAME/snapshots/REVISION, whose links point "
+    "into ../../blobs); see docs/model-conversion.md"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,9 +60,13 @@ def run(args: argparse.Namespace) -> int:
         except ModelStageError as exc:
             print(f"harness model: pin refused: {exc.refusal.describe()}", file=sys.stderr)
             return 1
-        except (LockError, PinError, OSError) as exc:
-            # PinError reads "category: file"; LockError is one line naming the snapshot
-            print(f"harness model: pin refused: {exc}", file=sys.stderr)
+        except PinError as exc:
+            print(f"harness model: pin refused: {exc}", file=sys.stderr)  # "category: file"
+            if exc.category.startswith("symlink"):
+                print(SYMLINK_HINT, file=sys.stderr)
+            return 1
+        except (LockError, OSError) as exc:
+            print(f"harness model: pin refused: {exc}", file=sys.stderr)  # one line
             return 1
         print(f"{lock_path(profile.name)}: {len(lock.pins)} files pinned by the operator")
         return 0
@@ -74,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     if record.category != "ok":
         refusal = prepared.refusal or Refusal(record.category)
         print(f"harness model: refused: {refusal.describe()}", file=sys.stderr)
+        if record.category == "pin_symlink":
+            print(SYMLINK_HINT, file=sys.stderr)
         return 1
     print(f"gguf        {prepared.gguf}")
     print(f"sha256      {record.gguf_sha256}")

@@ -112,3 +112,31 @@ def test_pin_refuses_an_architecture_prepare_would_refuse(tmp_path: Path) -> Non
         assert not lock.exists()
     finally:
         lock.unlink(missing_ok=True)
+
+
+def test_pin_refuses_a_stray_symlink_and_says_what_layout_works(tmp_path: Path) -> None:
+    from harness.profiles.lock import lock_path
+    from host.model.synth import synthesize_tiny
+
+    lock = lock_path("qwen4b")
+    assert not lock.exists()
+    snapshot = tmp_path / "snapshot"
+    synthesize_tiny(snapshot)
+    elsewhere = tmp_path / "elsewhere.json"
+    (snapshot / "tokenizer_config.json").rename(elsewhere)
+    (snapshot / "tokenizer_config.json").symlink_to(elsewhere)
+    try:
+        done = subprocess.run(
+            [*HARNESS, "model", "pin", "--profile", "qwen4b", "--source", str(snapshot)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=REPO,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1
+        assert lines[0] == "harness model: pin refused: symlink_absolute: tokenizer_config.json"
+        assert "hf download --local-dir" in lines[1] and "snapshots/REVISION" in lines[1]
+        assert not lock.exists()
+    finally:
+        lock.unlink(missing_ok=True)
