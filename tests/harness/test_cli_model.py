@@ -140,3 +140,18 @@ def test_pin_refuses_a_stray_symlink_and_says_what_layout_works(tmp_path: Path) 
         assert not lock.exists()
     finally:
         lock.unlink(missing_ok=True)
+
+
+def test_prepare_names_a_stray_symlink_and_the_layouts_that_work(tmp_path: Path) -> None:
+    cache = tmp_path / ".cache" / "harness"
+    source, _ = _synth_source(load_profile("tiny"), cache)
+    elsewhere = tmp_path / "elsewhere.json"
+    (source / "tokenizer_config.json").rename(elsewhere)
+    (source / "tokenizer_config.json").symlink_to(elsewhere)
+    done = _prepare_tiny(tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1
+    assert lines[0] == (
+        "harness model: refused: pin_symlink: symlink_absolute (tokenizer_config.json)"
+    )
+    assert "snapshots/REVISION" in lines[1]
