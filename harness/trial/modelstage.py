@@ -139,6 +139,10 @@ def _pin_category(exc: PinError) -> ModelCategory:
         "size_mismatch": "pin_size_mismatch",
         "digest_mismatch": "pin_digest_mismatch",
         "symlink": "pin_symlink",
+        "symlink_absolute": "pin_symlink",
+        "symlink_outside_blobs": "pin_symlink",
+        "symlink_dangling": "pin_symlink",
+        "symlink_not_file": "pin_symlink",
         "not_regular_file": "pin_symlink",
         "config_architecture_mismatch": "config_contradicts_profile",
     }

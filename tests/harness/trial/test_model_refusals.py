@@ -189,3 +189,15 @@ def test_every_verification_refusal_has_a_stage_category() -> None:
     assert VERIFY_CATEGORY["metadata_mismatch"] == "gguf_metadata_mismatch"
     assert VERIFY_CATEGORY["tensor_missing"] == "gguf_tensor_inventory_mismatch"
     assert VERIFY_CATEGORY["tensor_data_mismatch"] == "gguf_tensor_data_mismatch"
+
+
+def test_every_symlink_refusal_is_recorded_as_pin_symlink() -> None:
+    from typing import get_args
+
+    from harness.trial.modelstage import _pin_category
+    from host.model.categories import PinError, PinRefusal
+
+    symlinks = [c for c in get_args(PinRefusal) if c.startswith("symlink")]
+    assert len(symlinks) == 5
+    for category in symlinks:
+        assert _pin_category(PinError(category)) == "pin_symlink", category
