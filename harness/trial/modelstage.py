@@ -32,6 +32,7 @@ from host.model.categories import (
     PinError,
     VerifyError,
     VerifyRefusal,
+    printable,
 )
 from host.model.convert import CONVERTER_VERSION, GGUF_NAME, plan_conversion
 from host.model.diskspace import is_disk_full
@@ -72,7 +73,7 @@ class Refusal:
         text: str = self.category
         if self.cause not in (None, self.category):
             text = f"{text}: {self.cause}"
-        return text if self.subject is None else f"{text} ({self.subject})"
+        return text if self.subject is None else f"{text} ({printable(self.subject)})"
 
 
 @dataclass(frozen=True)

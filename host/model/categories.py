@@ -85,6 +85,17 @@ Provenance = Literal["built_by_this_run", "adopted_from_cache"]
 OutType = Literal["f32", "f16", "bf16", "q8_0"]
 
 
+SUBJECT_LIMIT = 200
+
+
+def printable(subject: str) -> str:
+    """A file or tensor name as the terminal may show it: names come from the
+    operator's snapshot (a checkpoint's own tensor names included), so control
+    characters are escaped and length is bounded rather than echoed raw."""
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in subject)
+    return text if len(text) <= SUBJECT_LIMIT else text[: SUBJECT_LIMIT - 3] + "..."
+
+
 class HeaderError(Exception):
     """A safetensors header refused; ``category`` names why."""
 
@@ -102,7 +113,7 @@ class PinError(Exception):
     """
 
     def __init__(self, category: PinRefusal, subject: str | None = None) -> None:
-        super().__init__(category if subject is None else f"{category}: {subject}")
+        super().__init__(category if subject is None else f"{category}: {printable(subject)}")
         self.category: PinRefusal = category
         self.subject = subject
 
@@ -120,7 +131,7 @@ class ConvertError(Exception):
         subject: str | None = None,
         cause: HeaderRefusal | None = None,
     ) -> None:
-        super().__init__(category if subject is None else f"{category}: {subject}")
+        super().__init__(category if subject is None else f"{category}: {printable(subject)}")
         self.category: ConvertRefusal = category
         self.subject = subject
         self.cause: HeaderRefusal | None = cause
@@ -131,7 +142,7 @@ class VerifyError(Exception):
     (for the CLI's human output only)."""
 
     def __init__(self, category: VerifyRefusal, subject: str | None = None) -> None:
-        super().__init__(category if subject is None else f"{category}: {subject}")
+        super().__init__(category if subject is None else f"{category}: {printable(subject)}")
         self.category: VerifyRefusal = category
         self.subject = subject
 

@@ -290,8 +290,9 @@ def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
                 if weight_map.get(name) != shard or name in found:
                     raise ConvertError("weights_index_invalid", name)
                 found[name] = (source / shard, entry)
-        for name in sorted(set(weight_map) - set(found)):
-            raise ConvertError("weights_index_invalid", name)
+        absent = sorted(set(weight_map) - set(found))
+        if absent:
+            raise ConvertError("weights_index_invalid", absent[0])
         return found
     single = source / "model.safetensors"
     return {name: (single, entry) for name, entry in _parse(single).items()}

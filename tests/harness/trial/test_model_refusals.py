@@ -201,3 +201,23 @@ def test_every_symlink_refusal_is_recorded_as_pin_symlink() -> None:
     assert len(symlinks) == 5
     for category in symlinks:
         assert _pin_category(PinError(category)) == "pin_symlink", category
+
+
+def test_a_hostile_tensor_name_is_escaped_not_echoed(tmp_path: Path) -> None:
+    """A checkpoint's tensor names reach the operator's terminal: control characters
+    (here an ANSI sequence that would recolour or retitle it) are escaped."""
+    snapshot = tmp_path / "snapshot"
+    synthesize_tiny(snapshot)
+    hostile = "model.\x1b]0;pwned\x07\x1b[2Jx.weight"
+
+    def add(t: Tensors) -> None:
+        t[hostile] = t["model.norm.weight"]
+
+    edit_weights(snapshot, add)
+    with pytest.raises(ModelStageError) as info:
+        check_convertible(QWEN4B, snapshot)
+    line = info.value.refusal.describe()
+    assert "\x1b" not in line and "\x07" not in line
+    assert line == (
+        "conversion_failed: unexpected_tensor (model.\\x1b]0;pwned\\x07\\x1b[2Jx.weight)"
+    )

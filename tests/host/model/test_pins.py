@@ -203,3 +203,13 @@ def test_pins_of_refuses_pycache(tiny_dir: Path, copy_of: Copy) -> None:
     with pytest.raises(PinError) as info:
         pins_of(root)
     assert info.value.category == "pycache_present"
+
+
+def test_refusal_text_escapes_a_hostile_file_name(tiny_dir: Path, copy_of: Copy) -> None:
+    root = copy_of(tiny_dir)
+    pins = pins_of(root)
+    (root / "notes\x1b[2J.txt").write_text("x")
+    with pytest.raises(PinError) as info:
+        verify_source(root, pins)
+    assert info.value.subject == "notes\x1b[2J.txt"  # the exact name, for code
+    assert str(info.value) == "unlisted_file: notes\\x1b[2J.txt"  # what a terminal gets
