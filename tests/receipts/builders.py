@@ -167,6 +167,28 @@ def _cleanup(*, host_worker: bool = True) -> tuple[CleanupRecord, ...]:
     )
 
 
+def _guest(**changes: Any) -> VmRecord:
+    """One guest's record as a real TCG trial writes it (`changes` for the second guest)."""
+    fields: dict[str, Any] = {
+        "category": "ok",
+        "backend": "qemu",
+        "accelerator": "tcg",
+        "accelerator_reason": "probe_failed",
+        "guest_memory_bytes": 1 << 30,
+        "vcpus": 2,
+        "memory_limit_bytes": 2 << 30,
+        "swap_limit_bytes": 0,
+        "cpu_quota_millicores": 2000,
+        "pids_limit": 256,
+        "peak_memory_bytes": 900 << 20,
+        "oom_kills": 0,
+        "host_key_sha256": D3,
+        "boot_to_ssh_ms": 6100,
+        "duration_ms": 30_000,
+    }
+    return VmRecord(**{**fields, **changes})
+
+
 def accepted_model_trial() -> RecordSet:
     requests = _requests()
     turns = _turns(scripted=False)
@@ -237,39 +259,14 @@ def accepted_model_trial() -> RecordSet:
             base_size_bytes=347_000_000,
             build_ms=15,
         ),
-        vm=VmRecord(
-            category="ok",
-            backend="qemu",
-            accelerator="tcg",
-            accelerator_reason="probe_failed",
-            guest_memory_bytes=1 << 30,
-            vcpus=2,
-            memory_limit_bytes=2 << 30,
-            swap_limit_bytes=0,
-            cpu_quota_millicores=2000,
-            pids_limit=256,
-            peak_memory_bytes=900 << 20,
-            oom_kills=0,
-            host_key_sha256=D3,
-            boot_to_ssh_ms=6100,
-            duration_ms=30_000,
-        ),
-        verifier_vm=VerifierVmRecord(
-            category="ok",
-            backend="qemu",
-            accelerator="tcg",
-            accelerator_reason="probe_failed",
-            guest_memory_bytes=1 << 30,
-            vcpus=2,
-            memory_limit_bytes=2 << 30,
-            swap_limit_bytes=0,
-            cpu_quota_millicores=2000,
-            pids_limit=256,
-            peak_memory_bytes=600 << 20,
-            oom_kills=0,
-            host_key_sha256=D2,
-            boot_to_ssh_ms=5900,
-            duration_ms=12_000,
+        vm=_guest(),
+        verifier_vm=VerifierVmRecord.of(
+            _guest(
+                host_key_sha256=D2,
+                peak_memory_bytes=600 << 20,
+                boot_to_ssh_ms=5900,
+                duration_ms=12_000,
+            )
         ),
         gate=GateRecord(category="ok", pin_table_sha256=D1, files_verified=57, duration_ms=80),
         worker=WorkerRecord(
