@@ -651,7 +651,7 @@ class Trial:
         verification guest reuses."""
         assert self.vm is not None and self.vm.vm is not None
         facts = self.vm.vm.facts()
-        self.vm_final = vm_record(self.vm, self.vm_category, self.o.profile)
+        self.vm_final = vm_record(self.vm, self.vm_category, self.o.profile, backend=self.o.backend)
         await self.owned.release_early("qemu_process")
         return facts.accelerator, facts.accelerator_reason
 
@@ -793,7 +793,7 @@ class Trial:
         finally:
             with self.step("teardown"):
                 vm_final = self.vm_final or (
-                    vm_record(self.vm, self.vm_category, self.o.profile)
+                    vm_record(self.vm, self.vm_category, self.o.profile, backend=self.o.backend)
                     if self.vm is not None
                     else None
                 )
@@ -803,6 +803,7 @@ class Trial:
                             self.verifier,
                             self.verifier_category,
                             self.o.profile,
+                            backend=self.o.backend,
                             guest_memory_bytes=verifier_memory_bytes(self.o.profile),
                         )
                     )

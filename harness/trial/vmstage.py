@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harness.profiles import Profile
 from harness.trial.owned import OwnedResources
@@ -320,6 +321,7 @@ def vm_record(
     category: VmCategory,
     profile: Profile,
     *,
+    backend: Literal["qemu", "libvirt"],
     guest_memory_bytes: int | None = None,
 ) -> VmRecord:
     """The VM record, with the cgroup's peak memory and OOM kills read now. Facts the
@@ -358,7 +360,7 @@ def vm_record(
         {
             "schema": "harness.receipt.vm/1",
             "category": category,
-            "backend": "qemu",
+            "backend": backend,
             "accelerator": None,
             "accelerator_reason": None,
             "guest_memory_bytes": guest_memory_bytes or profile.memory.guest_ram,

@@ -216,6 +216,13 @@ def _verifier_vm(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> 
         ctx.add("consistency", "verifier_vm", "verifier_inconsistent", "verifier_vm.json")
 
 
+def _backend(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+    """Each guest ran on the backend the trial names (`--backend`)."""
+    for name, guest in (("vm.json", records.vm), ("verifier_vm.json", records.verifier_vm)):
+        if guest is not None and guest.backend != trial.backend:
+            ctx.add("consistency", "backend", "backend_mismatch", name)
+
+
 def _cleanup_coverage(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
     """Every resource the stage records say was owned has its cleanup receipt
     (receipts/cleanupset.py): dropping one is not a shorter story, it is a missing one."""
@@ -253,6 +260,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("oom", _oom),
     ("verifier_vm", _verifier_vm),
     ("cleanup_coverage", _cleanup_coverage),
+    ("backend", _backend),
     ("host_state_exclusions", _host_state_exclusions),
     ("timing", _timing),
 )

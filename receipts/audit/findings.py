@@ -59,6 +59,7 @@ AuditCategory = Literal[
     "oom_inconsistent",
     "verifier_inconsistent",
     "cleanup_missing",
+    "backend_mismatch",
     "exclusion_inconsistent",
     "timing_inconsistent",
 ]

@@ -373,6 +373,15 @@ def _cleanup_dropped() -> bytes:
     return tamper.forge_records(with_changes(records, cleanup=cleanup))
 
 
+def _backend_contradicts() -> bytes:
+    """A trial that says libvirt over a guest record that says qemu."""
+    records = accepted_model_trial()
+    assert records.trial is not None
+    return tamper.forge_records(
+        with_changes(records, trial=replace(records.trial, backend="libvirt"))
+    )
+
+
 def _oom_inconsistent() -> bytes:
     records = accepted_model_trial()
     assert records.vm is not None and records.trial is not None
@@ -499,6 +508,7 @@ CASES: dict[str, Case] = {
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
     ),
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
+    "backend_contradicts": Case(_backend_contradicts, "backend_mismatch", "backend"),
     "cleanup_dropped": Case(_cleanup_dropped, "cleanup_missing", "cleanup_coverage"),
     "verifier_lost_but_passed": Case(
         _verifier_lost_but_passed, "verifier_inconsistent", "verifier_vm"

@@ -307,7 +307,7 @@ async def test_qemu_over_its_memory_budget_is_killed(
         assert not vm.alive()
         if isinstance(vm, QemuVm):
             handle = VmHandle(vm_cgroup, limit, 0, None, None, vm, None)
-            record = vm_record(handle, "qemu_exited", load_profile("tiny"))
+            record = vm_record(handle, "qemu_exited", load_profile("tiny"), backend="qemu")
             assert record.category == "oom_killed"
             assert record.oom_kills is not None and record.oom_kills >= 1
 
