@@ -25,7 +25,7 @@ from typing import Literal
 from host.wheelfetch import WheelFetchFailed, download_wheels
 from receipts.canonical import canonical
 from receipts.pintable import build_pin_table, pin_table_bytes
-from receipts.staging import staged_directory
+from receipts.staging import fill_lock, staged_directory
 
 BUILDER_VERSION = "1"
 RUNTIME_SOURCES = ("guest", "receipts")
@@ -144,15 +144,16 @@ def build_runtime(
         }
         key = hashlib.sha256(canonical(declared)).hexdigest()
         entry = cache / key
-        if (entry / "pins.json").is_file():
-            return _adopt(key, entry)
         cache.mkdir(parents=True, exist_ok=True)
-        with staged_directory(entry) as staging:
-            root = staging / "runtime"
-            _copy_sources(repo, root)
-            for wheel in wheels:
-                _unpack(wheel, root)
-            (staging / "pins.json").write_bytes(pin_table_bytes(build_pin_table(root)))
+        with fill_lock(entry, "the guest runtime"):
+            if (entry / "pins.json").is_file():
+                return _adopt(key, entry)
+            with staged_directory(entry) as staging:
+                root = staging / "runtime"
+                _copy_sources(repo, root)
+                for wheel in wheels:
+                    _unpack(wheel, root)
+                (staging / "pins.json").write_bytes(pin_table_bytes(build_pin_table(root)))
     runtime = _adopt(key, entry)
     return GuestRuntime(
         runtime.key, runtime.root, runtime.pins, runtime.pins_sha256, "built_by_this_run"

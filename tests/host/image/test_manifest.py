@@ -110,7 +110,8 @@ def test_show_verifies_every_entry(tmp_path: Path) -> None:
 def test_stale_work_and_staging_dirs_are_swept_under_the_lock(tmp_path: Path) -> None:
     fake_entry(tmp_path)
     (tmp_path / ".work-deadbeef").mkdir()
-    (tmp_path / f".{'e' * 64}.staging").mkdir()
+    (tmp_path / f".{'e' * 64}.staging").mkdir()  # the name used before per-filler names
+    (tmp_path / f".{'e' * 64}.staging-dead").mkdir()  # no live filler holds its lock
     ensure_image(tmp_path, make_recipe())
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [
         ".apt",

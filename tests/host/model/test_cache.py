@@ -40,7 +40,8 @@ def test_build_then_adopt(tmp_path: Path, tiny_dir: Path) -> None:
     assert built.directory == tmp_path / built.key
     assert sorted(p.name for p in built.directory.iterdir()) == [ENTRY_NAME, GGUF_NAME]
     assert hashlib.sha256(built.gguf_path.read_bytes()).hexdigest() == built.sha256
-    assert [p.name for p in tmp_path.iterdir()] == [built.key]  # no staging left
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f".{built.key}.lock", built.key]  # the fill lock stays, no staging left
     record = json.loads((built.directory / ENTRY_NAME).read_text())
     assert record["gguf"] == {"name": GGUF_NAME, "sha256": built.sha256, "size": built.size}
     again = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path)
@@ -135,7 +136,7 @@ def test_pin_refusal_comes_first(tmp_path: Path, tiny_dir: Path, copy_of: Copy) 
     (root / "extra.py").write_text("")
     with pytest.raises(PinError):
         prepare_model(root, pins, "f32", cache_root=tmp_path)
-    assert list(tmp_path.iterdir()) == [root]  # nothing cached
+    assert list(tmp_path.iterdir()) == [root]  # nothing cached, nothing locked
 
 
 def test_failed_verification_leaves_no_entry(tmp_path: Path, tiny_dir: Path, copy_of: Copy) -> None:
@@ -156,7 +157,7 @@ def test_failed_verification_leaves_no_entry(tmp_path: Path, tiny_dir: Path, cop
     with pytest.raises(VerifyError) as info:
         prepare_model(root, pins_of(root), "f32", cache_root=cache, progress=tamper)
     assert info.value.category == "source_unreadable"
-    assert list(cache.iterdir()) == []
+    assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == []
 
 
 def test_source_changed_during_conversion_is_caught_by_repinning(
@@ -173,7 +174,7 @@ def test_source_changed_during_conversion_is_caught_by_repinning(
     with pytest.raises(PinError) as info:
         prepare_model(root, pins, "f32", cache_root=cache, progress=add_file)
     assert info.value.category == "unlisted_file"
-    assert list(cache.iterdir()) == []
+    assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == []
 
 
 @pytest.mark.parametrize("damage", ["duplicate_gguf", "nan_size", "not_an_object", "sha_not_str"])

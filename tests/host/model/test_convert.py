@@ -466,7 +466,7 @@ def test_empty_target_is_filled(tmp_path: Path, tiny_dir: Path) -> None:
 
 def test_stale_staging_is_removed(tmp_path: Path, tiny_dir: Path) -> None:
     target = tmp_path / "out"
-    stale = tmp_path / ".out.staging"
+    stale = tmp_path / ".out.staging-killed"  # a dead filler's: nobody holds its lock
     (stale / "content").mkdir(parents=True)
     (stale / "content" / GGUF_NAME).write_bytes(b"half a file")
     result = convert(tiny_dir, target, "f32")
@@ -484,7 +484,7 @@ def test_partial_removed_on_interrupt(
 
     def interrupt(name: str) -> None:
         written.append(name)
-        staged = list(tmp_path.glob(".out.staging/*/" + GGUF_NAME))
+        staged = list(tmp_path.glob(".out.staging-*/*/" + GGUF_NAME))
         assert staged and staged[0].stat().st_size > 0  # a partial file exists right now
         if len(written) == 5:
             raise error
