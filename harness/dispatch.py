@@ -8,8 +8,15 @@ succeeds), then checks that the running source is that commit and tree and clean
 A second consumption, another tree, or a dirty tree is refused with a closed category,
 and the dispatch record in the receipt says which ticket ran.
 
-The ledger is only as one-shot as it is persistent: on ephemeral CI machines keep it
-on storage that outlives the run (docs/ci/).
+Where things live (one function each, used by every command): the ledger is
+`ledger_dir()`, tickets are written to `tickets_dir()` and a dispatched trial's receipts
+to `receipts_dir()`, all under `state_dir()` (`$XDG_STATE_HOME/harness`, by default
+`~/.local/state/harness`): outside the checkout, because any file in the checkout,
+ignored or not, makes the next dispatched trial's tree dirty. The ledger is state, not
+cache: deleting it would make every consumed ticket usable again. It is only as
+one-shot as it is persistent: on ephemeral CI machines keep it on storage that outlives
+the run (docs/ci/). Tickets consumed into the ledger's old place
+(`~/.cache/harness/dispatch-ledger`) stay consumed: `consume` refuses them too.
 """
 
 from __future__ import annotations
@@ -30,8 +37,39 @@ from receipts.records.base import Record
 from receipts.records.dispatch import DispatchCategory
 from receipts.types import GitObjectId, Identifier, Sha256Hex, UnixMillis
 
-DEFAULT_LEDGER = Path.home() / ".local" / "state" / "harness" / "dispatch-ledger"
 MAX_TICKET_BYTES = 4096
+
+
+def state_dir() -> Path:
+    """``$XDG_STATE_HOME/harness``, or ``~/.local/state/harness``: read at call time."""
+    base = os.environ.get("XDG_STATE_HOME")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "harness"
+
+
+def ledger_dir() -> Path:
+    """The one consumption ledger: `harness trial --dispatch` and `dispatch list` use it."""
+    return state_dir() / "dispatch-ledger"
+
+
+def legacy_ledger_dirs() -> tuple[Path, ...]:
+    """Where earlier versions consumed tickets; still read, never written."""
+    return (Path.home() / ".cache" / "harness" / "dispatch-ledger",)
+
+
+def tickets_dir() -> Path:
+    """Where `dispatch issue` writes tickets by default."""
+    return state_dir() / "tickets"
+
+
+def receipts_dir() -> Path:
+    """Where a dispatched trial writes its receipt by default."""
+    return state_dir() / "receipts"
+
+
+def inside(path: Path, checkout: Path) -> bool:
+    """Whether `path` would land inside the checkout (and so make its tree dirty)."""
+    return path.absolute().resolve().is_relative_to(checkout.resolve())
 
 
 class DispatchTicket(Record):
@@ -95,8 +133,14 @@ class Consumption:
     consumed_unix_ms: int
 
 
-def consume(ticket: DispatchTicket, ledger: Path) -> Consumption:
-    """Mark the ticket consumed, exactly once, by an exclusive create in the ledger."""
+def consume(
+    ticket: DispatchTicket, ledger: Path, legacy: tuple[Path, ...] | None = None
+) -> Consumption:
+    """Mark the ticket consumed, exactly once, by an exclusive create in the ledger. A
+    ticket an earlier version consumed into a legacy ledger is refused as consumed."""
+    for old in legacy_ledger_dirs() if legacy is None else legacy:
+        if os.path.lexists(old / ticket.digest()):
+            raise DispatchRefused("already_consumed")
     try:
         ledger.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(ledger / ticket.digest(), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -144,7 +188,13 @@ def dispatch_record(
 
 
 def admit(
-    ticket_path: Path, profile: str, task: str, source: SourceRecord, ledger: Path
+    ticket_path: Path,
+    profile: str,
+    task: str,
+    source: SourceRecord,
+    ledger: Path,
+    *,
+    legacy: tuple[Path, ...] | None = None,
 ) -> DispatchRecord:
     """The whole admission of a dispatched trial: read, bind-check, consume.
 
@@ -157,7 +207,7 @@ def admit(
     ticket = read_ticket(ticket_path)
     try:
         check_binding(ticket, profile, task, source)
-        consumption = consume(ticket, ledger)
+        consumption = consume(ticket, ledger, legacy)
     except DispatchRefused as refusal:
         elapsed = int((time.monotonic() - started) * 1000)
         return dispatch_record(ticket, refusal.category, None, elapsed)

@@ -1,4 +1,10 @@
-"""`harness dispatch issue --profile NAME [--task ID] | list | show FILE`."""
+"""`harness dispatch issue --profile NAME [--task ID] [--out FILE] | list | show FILE`.
+
+Tickets are written outside the checkout (`harness.dispatch.tickets_dir()` by default):
+a ticket file in the checkout, even an ignored one, makes the dispatched trial's tree
+dirty, and committing one changes the commit the ticket names. `--out` inside the
+checkout is refused for the same reason. `list` reads the one ledger the trial writes.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.dispatch import (
-    DEFAULT_LEDGER,
     DispatchRefused,
     consumed_entries,
+    inside,
     issue_ticket,
+    ledger_dir,
     read_ticket,
+    tickets_dir,
     write_ticket,
 )
 from harness.profiles import ProfileError, load_profile
@@ -27,9 +35,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     issue = actions.add_parser("issue", help="issue a ticket for this clean checkout")
     issue.add_argument("--profile", required=True)
     issue.add_argument("--task", help="default: the profile's default task")
-    issue.add_argument("--out", type=Path, help="default: dispatch-<digest prefix>.json here")
+    issue.add_argument(
+        "--out",
+        type=Path,
+        help="where to write the ticket (outside the checkout); default: "
+        "dispatch-<digest prefix>.json in $XDG_STATE_HOME/harness/tickets "
+        "(~/.local/state/harness/tickets)",
+    )
     listing = actions.add_parser("list", help="tickets consumed in the ledger")
-    listing.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER)
+    listing.add_argument(
+        "--ledger",
+        type=Path,
+        default=None,
+        help="default: the ledger `harness trial --dispatch` consumes into, "
+        "$XDG_STATE_HOME/harness/dispatch-ledger (~/.local/state/harness/dispatch-ledger)",
+    )
     show = actions.add_parser("show", help="validate and print a ticket")
     show.add_argument("ticket", type=Path)
     parser.set_defaults(run=run)
@@ -44,10 +64,18 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "issue":
             profile = load_profile(args.profile)
             task = args.task or profile.agent.default_task
+            if args.out is not None and inside(args.out, CHECKOUT):
+                print(
+                    "harness dispatch: the ticket must be written outside the checkout "
+                    "(a file there makes the dispatched trial's tree dirty); omit --out",
+                    file=sys.stderr,
+                )
+                return 2
             ticket = issue_ticket(profile.name, task, bind_source(CHECKOUT, refuse_dirty=True))
-            out = args.out or Path(f"dispatch-{ticket.digest()[:16]}.json")
+            out = args.out or tickets_dir() / f"dispatch-{ticket.digest()[:16]}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
             write_ticket(ticket, out)
-            print(out)
+            print(out.absolute())
         elif args.action == "show":
             ticket = read_ticket(args.ticket)
             print(f"sha256    {ticket.digest()}")
@@ -57,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"tree      {ticket.tree}")
             print(f"issued    {_when(ticket.issued_unix_ms)}")
         else:
-            for digest, consumed in consumed_entries(args.ledger):
+            for digest, consumed in consumed_entries(args.ledger or ledger_dir()):
                 print(f"{digest}  {_when(consumed) if consumed >= 0 else 'unreadable'}")
     except DispatchRefused as refusal:
         print(f"harness dispatch: refused: {refusal.category}", file=sys.stderr)

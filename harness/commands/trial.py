@@ -12,7 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from harness.dispatch import DispatchRefused, read_ticket
+from harness.dispatch import DispatchRefused, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
 from harness.trial.pipeline import TrialOptions, run_trial
 from harness.trial.progress import LiveProgress
@@ -26,7 +26,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--profile", required=True)
     parser.add_argument("--task", help="default: the profile's default task")
     parser.add_argument("--agent", default="model", help="model | scripted:FILE")
-    parser.add_argument("--out", type=Path, default=Path("receipts-out"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="receipt directory; default: receipts-out, or for --dispatch (whose tree "
+        "must stay clean) $XDG_STATE_HOME/harness/receipts (~/.local/state/harness/receipts)",
+    )
     parser.add_argument("--backend", choices=("qemu", "libvirt"), default="qemu")
     parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
     parser.add_argument(
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         profile=profile,
         task=args.task or profile.agent.default_task,
         script=script,
-        out_dir=args.out,
+        out_dir=args.out or (receipts_dir() if args.dispatch else Path("receipts-out")),
         backend=args.backend,
         accel=args.accel,
         dispatch=args.dispatch,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from guest.task import load_task, task_digest
-from harness.dispatch import DispatchRefused, admit
+from harness.dispatch import DispatchRefused, admit, ledger_dir
 from harness.profiles import Profile
 from harness.source import bind_source
 from harness.trial.carry import CarryRefused, tar_command, unpack_workspace
@@ -312,7 +312,7 @@ class Trial:
 
     def stage_dispatch(self, source: SourceRecord) -> None:
         assert self.o.dispatch is not None
-        ledger = self.o.ledger or (self.o.cache / "dispatch-ledger")
+        ledger = self.o.ledger or ledger_dir()
         try:
             record: DispatchRecord = admit(
                 self.o.dispatch, self.o.profile.name, self.o.task, source, ledger

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,10 +18,17 @@ from harness.dispatch import (
     admit,
     consume,
     issue_ticket,
+    ledger_dir,
     read_ticket,
+    receipts_dir,
+    state_dir,
+    tickets_dir,
     write_ticket,
 )
+from harness.profiles import load_profile
+from harness.trial.pipeline import Trial, TrialOptions
 from receipts.records import SourceRecord
+from tests.harness.cleanclone import clean_clone, dirt
 
 COMMIT, TREE, OTHER = "c" * 40, "d" * 40, "e" * 40
 
@@ -157,3 +167,195 @@ def test_cli_show_and_list(ticket_path: Path, tmp_path: Path) -> None:
         check=True,
     )
     assert read_ticket(ticket_path).digest() in listed.stdout
+
+
+# --- where tickets, receipts and the ledger live (one function each) ---------------------
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOW = REPO / "docs" / "ci" / "trial-dispatch.yml"
+
+
+def test_paths_follow_xdg_state_home_and_are_read_at_call_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert state_dir() == tmp_path / "harness"
+    assert ledger_dir() == tmp_path / "harness" / "dispatch-ledger"
+    assert tickets_dir() == tmp_path / "harness" / "tickets"
+    assert receipts_dir() == tmp_path / "harness" / "receipts"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert ledger_dir() == tmp_path / "home" / ".local" / "state" / "harness" / "dispatch-ledger"
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/is/ignored")  # as the XDG spec says
+    assert state_dir() == tmp_path / "home" / ".local" / "state" / "harness"
+
+
+def test_trial_consumes_into_the_ledger_list_reads(
+    ticket_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One ledger: the trial's dispatch stage consumes into `ledger_dir()` and `harness
+    dispatch list` (no --ledger) shows it. Mutation control: put the trial's ledger back
+    under its cache (`self.o.cache / "dispatch-ledger"`) and this test fails."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    options = TrialOptions(
+        profile=load_profile("tiny"),
+        task="py-one-line-fix",
+        script=None,
+        out_dir=tmp_path / "out",
+        dispatch=ticket_path,
+        cache=tmp_path / "cache",
+    )
+    trial = Trial(options)
+    trial.stage_dispatch(_source())
+    assert trial.records.singles["dispatch"].category == "ok"
+    digest = read_ticket(ticket_path).digest()
+    assert (ledger_dir() / digest).is_file()
+    listed = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "dispatch", "list"],
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert listed.stdout.startswith(f"{digest}  20")
+
+
+def test_a_ticket_consumed_into_the_old_ledger_stays_consumed(
+    ticket_path: Path, tmp_path: Path
+) -> None:
+    """Moving the ledger must not make earlier consumptions usable again. Mutation
+    control: drop the legacy-ledger check in `consume` and this test fails."""
+    old, new = tmp_path / "old-ledger", tmp_path / "ledger"
+    old.mkdir()
+    (old / read_ticket(ticket_path).digest()).write_bytes(b"{}")
+    record = admit(ticket_path, "tiny", "py-one-line-fix", _source(), new, legacy=(old,))
+    assert record.category == "already_consumed"
+    assert not new.exists() or list(new.iterdir()) == []
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    return clean_clone(tmp_path / "clone")
+
+
+def _harness_in(clone: Path, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the clone's own harness code (PYTHONPATH first) from inside the clone."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(clone),
+        "XDG_STATE_HOME": str(state),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_issue_writes_the_ticket_outside_the_checkout(clone: Path, tmp_path: Path) -> None:
+    """Mutation control: default `--out` back to the current directory and the clone is
+    dirty (and the ticket is not under the state directory): this test fails."""
+    state = tmp_path / "state"
+    done = _harness_in(clone, state, "dispatch", "issue", "--profile", "tiny")
+    assert done.returncode == 0, done.stderr
+    ticket = Path(done.stdout.strip())
+    assert ticket.parent == state / "harness" / "tickets"
+    assert read_ticket(ticket).profile == "tiny"
+    assert dirt(clone) == ""  # the next dispatched trial finds a clean tree
+
+
+def test_issue_refuses_an_out_inside_the_checkout(clone: Path, tmp_path: Path) -> None:
+    """Mutation control: drop the `inside(args.out, CHECKOUT)` check and the ticket lands
+    in the checkout: this test fails."""
+    for out in ("ticket.json", "receipts-out/ticket.json"):
+        done = _harness_in(
+            clone, tmp_path / "state", "dispatch", "issue", "--profile", "tiny", "--out", out
+        )
+        assert done.returncode == 2
+        assert "outside the checkout" in done.stderr
+        assert dirt(clone) == ""
+
+
+def _workflow_run(name: str) -> str:
+    """The `run: |` block of the workflow step called `name`, dedented (as the runner
+    hands it to bash). A small reader of this one file's layout, not a YAML parser."""
+    lines = WORKFLOW.read_text().splitlines()
+    start = lines.index(f"      - name: {name}")
+    run = next(i for i in range(start + 1, len(lines)) if lines[i] == "        run: |")
+    body = []
+    for line in lines[run + 1 :]:
+        if line and not line.startswith(" " * 10):
+            break
+        body.append(line[10:])
+    return "\n".join(body).strip() + "\n"
+
+
+def test_workflow_writes_nothing_into_the_checkout() -> None:
+    script = _workflow_run("Run the dispatched trial")
+    assert script.startswith("printf") and "exec .venv/bin/harness trial" in script
+    assert "${{" not in script  # the ticket arrives through env, never spliced into bash
+    assert '--out "$RUNNER_TEMP/receipts"' in script
+    assert '> "$RUNNER_TEMP/trial.json"' in script
+    assert "tee" not in script
+
+
+_STAND_IN_HARNESS = """#!{python}
+import os, signal, sys, time
+from pathlib import Path
+report = Path(os.environ["REPORT"])
+report.write_text(f"pid {{os.getpid()}} argv {{' '.join(sys.argv[1:])}}\\n")
+def cancelled(signum, frame):
+    with report.open("a") as handle:
+        handle.write(f"signal {{signum}}\\n")
+    sys.exit(130)
+signal.signal(signal.SIGINT, cancelled)
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_workflow_trial_step_execs_the_harness_so_a_cancel_reaches_it(
+    ticket_path: Path, tmp_path: Path
+) -> None:
+    """GitHub's cancel sends SIGINT to the step's shell only. The step's own script runs
+    here under bash, with a stand-in `.venv/bin/harness` (a process that records its pid
+    and the signals it gets): it must be the shell's own process (exec), and the SIGINT
+    sent to that pid must reach it. Mutation control: drop `exec` from the workflow's
+    trial step and this test fails."""
+    script = _workflow_run("Run the dispatched trial")
+    checkout, temp = tmp_path / "checkout", tmp_path / "runner-temp"
+    (checkout / ".venv" / "bin").mkdir(parents=True)
+    temp.mkdir()
+    os.symlink(sys.executable, checkout / ".venv" / "bin" / "python")
+    harness = checkout / ".venv" / "bin" / "harness"
+    harness.write_text(_STAND_IN_HARNESS.format(python=sys.executable))
+    harness.chmod(0o755)
+    report = tmp_path / "report"
+    env = {
+        **os.environ,
+        "TICKET": ticket_path.read_text(),
+        "RUNNER_TEMP": str(temp),
+        "REPORT": str(report),
+    }
+    shell = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=checkout,
+        env=env,
+    )
+    deadline = time.monotonic() + 30
+    while not (temp / "trial.json").exists() or "ready" not in (temp / "trial.json").read_text():
+        assert time.monotonic() < deadline and shell.poll() is None
+        time.sleep(0.05)
+    os.kill(shell.pid, signal.SIGINT)  # what a cancel does: the step's entry process only
+    assert shell.wait(timeout=30) == 130
+    lines = report.read_text().splitlines()
+    assert lines[0].startswith(f"pid {shell.pid} argv trial --profile tiny --task py-one-line-fix")
+    assert f"--dispatch {temp}/ticket.json --out {temp}/receipts --json" in lines[0]
+    assert lines[1] == f"signal {signal.SIGINT.value}"
+    assert (temp / "ticket.json").read_bytes() == ticket_path.read_bytes()
+    assert sorted(p.name for p in checkout.iterdir()) == [".venv"]  # nothing in the checkout
