@@ -147,26 +147,37 @@ def _installed_version(venv: Path) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else "absent"
 
 
-def test_setup_wheel_step_from_an_empty_cache_installs_then_adopts(tmp_path: Path) -> None:
-    """`.ci/llama-wheel`, the step `.ci/setup` runs, on a machine with an empty wheel
-    cache: it builds (stand-in), parses the one JSON line and installs the wheel into a
-    fresh venv; a second clone's venv adopts the cached wheel without building.
-    Mutation control: drop `stdout=sys.stderr` from `host.wheels._run_child` and the
-    step dies parsing the JSON ("printed something other than one JSON object")."""
+def _setup_step(env: dict[str, str], venv: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ["bash", str(REPO / ".ci" / "llama-wheel")],
+        env={**env, "HARNESS_VENV": str(venv)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_setup_wheel_step_from_an_empty_cache_in_two_clones_at_once(tmp_path: Path) -> None:
+    """`.ci/llama-wheel`, the step `.ci/setup` runs, in two fresh venvs (two clones) at
+    once on a machine with an empty wheel cache: one builds (stand-in), the other waits
+    and adopts; both parse the one JSON line and install the wheel. Run again, the step
+    sees the wheel installed and does nothing.
+    Mutation controls: drop `stdout=sys.stderr` from `host.wheels._run_child` and the
+    step dies parsing the JSON ("printed something other than one JSON object"); make
+    `fill_lock` a no-op and one of the two fails."""
     cache, log = tmp_path / "cache", tmp_path / "builds.log"
-    env = _env(cache, log)
-    for clone in ("one", "two"):
-        venv = tmp_path / f"venv-{clone}"
+    env = _env(cache, log, sleep=2.0)
+    venvs = [tmp_path / "venv-one", tmp_path / "venv-two"]
+    for venv in venvs:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         assert _installed_version(venv) == "absent"
-        proc = subprocess.run(
-            ["bash", str(REPO / ".ci" / "llama-wheel")],
-            env={**env, "HARNESS_VENV": str(venv)},
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr
-        assert _installed_version(venv) == "0.3.36"
-        assert len(_builds(log)) == 1  # the second clone adopted
+    steps = [_setup_step(env, venv) for venv in venvs]
+    outcomes = [step.communicate(timeout=300) for step in steps]
+    assert [step.returncode for step in steps] == [0, 0], [err for _, err in outcomes]
+    assert [_installed_version(venv) for venv in venvs] == ["0.3.36", "0.3.36"]
+    assert len(_builds(log)) == 1  # one build for two set-ups
+    assert any("waiting for another process filling" in err for _, err in outcomes)
+    again = _setup_step(env, venvs[0])
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and "llama-cpp-python" not in err  # nothing to do
+    assert len(_builds(log)) == 1
