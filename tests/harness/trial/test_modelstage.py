@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,50 @@ def test_operator_pin_lock_for_a_snapshot(tmp_path: Path, monkeypatch: pytest.Mo
     (snapshot / "modeling_evil.py").write_text("import os\n")
     with pytest.raises(LockError):
         pin_snapshot("qwen4b", snapshot, locks)
+
+
+_PREPARE_TINY = """
+import sys
+import subprocess
+import sys
+from pathlib import Path
+from harness.profiles import load_profile
+from harness.trial.modelstage import prepare
+print("ready", flush=True)
+sys.stdin.readline()
+record = prepare(load_profile("tiny"), Path(sys.argv[1])).record
+print(record.category, record.provenance, record.gguf_sha256, flush=True)
+"""
+
+
+def test_two_trials_preparing_tiny_at_once_synthesize_and_convert_once(tmp_path: Path) -> None:
+    """Two real processes run the model stage of the tiny profile on one empty cache,
+    released together: one synthesizes and converts, the other waits and adopts.
+    Mutation control: drop the fill lock around `_synth_source`'s check-and-synthesize and
+    both synthesize (the second then fails on the taken target): this test fails."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _PREPARE_TINY, str(tmp_path)],
+            cwd=Path(__file__).resolve().parents[3],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outcomes = [proc.communicate(timeout=300) for proc in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outcomes]
+    lines = sorted(out.split() for out, _ in outcomes)
+    assert [line[:2] for line in lines] == [
+        ["ok", "adopted_from_cache"],
+        ["ok", "built_by_this_run"],
+    ]
+    assert lines[0][2] == lines[1][2]
+    assert any("waiting for another process filling" in err for _, err in outcomes)
