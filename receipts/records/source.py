@@ -9,7 +9,16 @@ from pydantic import Field
 from receipts.records.base import Record
 from receipts.types import GitObjectId, Millis, Sha256Hex
 
-SourceCategory = Literal["ok", "dirty_refused", "unread"]
+SourceCategory = Literal[
+    "ok",
+    "dirty_refused",
+    "bytecode_refused",
+    "submodule_refused",
+    "git_location_refused",
+    "unread",
+]
+"""`ok`, or why a dispatched trial refused its source tree (the first kind of dirt
+found, in this order: git location, submodule, bytecode, files), or `unread`."""
 
 
 class SourceRecord(Record):

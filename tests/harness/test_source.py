@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import py_compile
 import subprocess
+import sys
 from importlib.metadata import PathDistribution
 from pathlib import Path
 
@@ -51,13 +53,24 @@ def test_clean_checkout_binds_commit_and_tree(repo: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "dirt",
-    ["modified", "untracked", "ignored_in_package", "staged", "unchecked_pyc"],
+    ("dirt", "category"),
+    [
+        ("modified", "dirty_refused"),
+        ("untracked", "dirty_refused"),
+        ("ignored_in_package", "dirty_refused"),
+        ("staged", "dirty_refused"),
+        ("deleted", "dirty_refused"),
+        ("executable_bit", "dirty_refused"),
+        ("file_to_symlink", "dirty_refused"),
+        ("unchecked_pyc", "bytecode_refused"),
+        ("timestamp_pyc", "bytecode_refused"),
+    ],
 )
-def test_dirt_is_seen(repo: Path, dirt: str) -> None:
+def test_dirt_is_seen(repo: Path, dirt: str, category: str) -> None:
     package = repo / "harness"
+    module = package / "__init__.py"
     if dirt == "modified":
-        (package / "__init__.py").write_text("x = 1\n")
+        module.write_text("x = 1\n")
     elif dirt == "untracked":
         (package / "new.py").write_text("")
     elif dirt == "ignored_in_package":
@@ -65,28 +78,170 @@ def test_dirt_is_seen(repo: Path, dirt: str) -> None:
     elif dirt == "staged":
         (package / "s.py").write_text("")
         git(repo, "add", "harness/s.py")
+    elif dirt == "deleted":
+        module.unlink()
+    elif dirt == "executable_bit":
+        module.chmod(0o755)
+    elif dirt == "file_to_symlink":
+        module.unlink()
+        (package / "elsewhere.txt").write_text("")
+        module.symlink_to("elsewhere.txt")
     else:
         cache = package / "__pycache__"
         cache.mkdir()
+        mode = (
+            py_compile.PycInvalidationMode.UNCHECKED_HASH
+            if dirt == "unchecked_pyc"
+            else py_compile.PycInvalidationMode.TIMESTAMP
+        )
         py_compile.compile(
-            str(package / "__init__.py"),
-            cfile=str(cache / "__init__.cpython-311.pyc"),
-            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            str(module), cfile=str(cache / "__init__.cpython-311.pyc"), invalidation_mode=mode
         )
     assert bind_source(repo, refuse_dirty=False).tree_state == "dirty"
+    assert bind_source(repo, refuse_dirty=False).category == "ok"
+    refused = bind_source(repo, refuse_dirty=True)
+    assert (refused.category, refused.tree_state) == (category, "dirty")
+
+
+def test_environment_directories_are_not_dirt(repo: Path) -> None:
+    for environment in (".venv/lib", ".hypothesis/constants", "receipts-out/x", "h.egg-info"):
+        (repo / environment).mkdir(parents=True)
+        (repo / environment / "x.py").write_text("")
+    (repo / ".venv" / "lib" / "__pycache__").mkdir()
+    assert git_state(repo).dirty_paths == ()
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+
+
+def test_a_tracked_file_inside_an_environment_directory_is_still_compared(repo: Path) -> None:
+    (repo / "build").mkdir()
+    (repo / "build" / "kept.py").write_text("A = 1\n")
+    git(repo, "add", "-f", "build/kept.py")
+    git(repo, "commit", "-qm", "tracked in build/")
+    assert git_state(repo).dirty_paths == ()
+    (repo / "build" / "kept.py").write_text("A = 2\n")
+    assert git_state(repo).dirty_paths == ("build/kept.py",)
+
+
+@pytest.mark.parametrize("hint", ["--assume-unchanged", "--skip-worktree"])
+def test_index_hints_cannot_hide_an_edit(repo: Path, hint: str) -> None:
+    """git status trusts these index bits and reports a modified file as unchanged; the
+    binding hashes the file itself."""
+    module = repo / "harness" / "__init__.py"
+    module.write_text("import os; os.system('true')\n")
+    git(repo, "update-index", hint, "harness/__init__.py")
+    assert git(repo, "status", "--porcelain") == "", "precondition: git status calls it clean"
+    assert git_state(repo).dirty_paths == ("harness/__init__.py",)
     refused = bind_source(repo, refuse_dirty=True)
     assert (refused.category, refused.tree_state) == ("dirty_refused", "dirty")
 
 
-def test_environment_directories_are_not_dirt(repo: Path) -> None:
-    (repo / ".venv" / "lib").mkdir(parents=True)
-    (repo / ".venv" / "lib" / "x.py").write_text("")
+def _with_submodule(repo: Path, tmp_path: Path) -> Path:
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    (upstream / "lib.py").write_text("A = 1\n")
+    git(upstream, "init", "-q")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-qm", "lib")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream), "sub")
+    git(repo, "commit", "-qm", "submodule")
+    return repo / "sub"
+
+
+def test_submodule_clean_and_ignored_edit(repo: Path, tmp_path: Path) -> None:
+    """`submodule.<name>.ignore=all` hides an edited submodule from git status; the binding
+    checks the submodule's own tree whatever that setting says."""
+    sub = _with_submodule(repo, tmp_path)
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+    (sub / "lib.py").write_text("A = 2\n")
+    git(repo, "config", "submodule.sub.ignore", "all")
+    assert git(repo, "status", "--porcelain") == "", "precondition: git status calls it clean"
+    refused = bind_source(repo, refuse_dirty=True)
+    assert (refused.category, refused.tree_state) == ("submodule_refused", "dirty")
+
+
+def test_submodule_at_another_commit_is_dirt(repo: Path, tmp_path: Path) -> None:
+    sub = _with_submodule(repo, tmp_path)
+    (sub / "lib.py").write_text("A = 3\n")
+    git(sub, "commit", "-qam", "moved")
+    git(repo, "config", "submodule.sub.ignore", "all")
+    assert git(repo, "status", "--porcelain") == ""
+    assert bind_source(repo, refuse_dirty=True).category == "submodule_refused"
+
+
+def test_core_worktree_pointing_at_a_clean_copy_is_refused(repo: Path, tmp_path: Path) -> None:
+    """The checkout's files are edited and `core.worktree` shows git a clean clone: git
+    status calls it clean, the binding refuses the pointer (and still sees the edit)."""
+    clean = tmp_path / "clean-copy"
+    git(tmp_path, "clone", "-q", str(repo), str(clean))
+    (repo / "harness" / "__init__.py").write_text("EVIL = 1\n")
+    git(repo, "config", "core.worktree", str(clean))
+    assert git(repo, "status", "--porcelain") == "", "precondition: git status calls it clean"
+    state = git_state(repo)
+    assert state.dirt == ("git_location", "files")
+    refused = bind_source(repo, refuse_dirty=True)
+    assert (refused.category, refused.tree_state) == ("git_location_refused", "dirty")
+
+
+def test_core_worktree_naming_the_checkout_itself_is_fine(repo: Path) -> None:
+    git(repo, "config", "core.worktree", "..")
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+
+
+@pytest.mark.parametrize("variable", ["GIT_DIR", "GIT_WORK_TREE"])
+def test_caller_git_variables_pointing_elsewhere_are_refused(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(repo), str(other))
+    monkeypatch.setenv(variable, str(other / ".git" if variable == "GIT_DIR" else other))
+    assert bind_source(repo, refuse_dirty=True).category == "git_location_refused"
+    monkeypatch.setenv(variable, str(repo / ".git" if variable == "GIT_DIR" else repo))
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+
+
+def test_forged_timestamp_pyc_runs_and_is_refused(repo: Path) -> None:
+    """A timestamp .pyc compiled from other code, stamped with the real source's mtime
+    and size: Python runs it in place of the unchanged, committed source."""
+    module = repo / "harness" / "m.py"
+    module.write_text("VALUE = 1\n")
+    git(repo, "add", "harness/m.py")
+    git(repo, "commit", "-qm", "m")
+    before = module.stat()
+    forged_source = repo.parent / "forged.py"
+    forged_source.write_text("VALUE = 2\n")  # the same size as the real source
+    os.utime(forged_source, ns=(before.st_atime_ns, before.st_mtime_ns))
     cache = repo / "harness" / "__pycache__"
     cache.mkdir()
-    py_compile.compile(
-        str(repo / "harness" / "__init__.py"), cfile=str(cache / "i.cpython-311.pyc")
-    )
-    assert git_state(repo).dirty_paths == ()
+    tag = sys.implementation.cache_tag
+    py_compile.compile(str(forged_source), cfile=str(cache / f"m.{tag}.pyc"))
+    ran = subprocess.run(
+        [sys.executable, "-c", "import harness.m; print(harness.m.VALUE)"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert ran == "2", "precondition: the forged bytecode is what runs"
+    assert git(repo, "status", "--porcelain") == "", "precondition: git status calls it clean"
+    refused = bind_source(repo, refuse_dirty=True)
+    assert (refused.category, refused.tree_state) == ("bytecode_refused", "dirty")
+
+
+def test_replace_refs_cannot_substitute_the_tree(repo: Path) -> None:
+    """`git replace` makes plain git read another tree for HEAD's tree id; the binding
+    reads the real objects, so the edited file does not match and the tree id stays."""
+    module = repo / "harness" / "__init__.py"
+    real_tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    git(repo, "checkout", "-qb", "side")
+    module.write_text("EVIL = 1\n")
+    git(repo, "commit", "-qam", "evil")
+    evil_tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    git(repo, "checkout", "-q", "-")
+    module.write_text("EVIL = 1\n")
+    git(repo, "replace", real_tree, evil_tree)
+    assert "EVIL" in git(repo, "show", "HEAD:harness/__init__.py"), "precondition"
+    record = bind_source(repo, refuse_dirty=True)
+    assert (record.category, record.tree) == ("dirty_refused", real_tree)
 
 
 def test_local_config_cannot_hide_untracked_files(repo: Path) -> None:
@@ -141,8 +296,7 @@ def test_installed_record_digest_detects_an_edited_file(tmp_path: Path) -> None:
 
 def test_stat_settings_cannot_hide_a_same_size_edit(repo: Path) -> None:
     """With checkStat=minimal and trustctime=false in the repository's own config, git
-    would trust a restored mtime and miss a same-size edit; the binding overrides both."""
-    import os
+    would trust a restored mtime and miss a same-size edit; the binding hashes the file."""
     import time
 
     git(repo, "config", "core.checkStat", "minimal")
