@@ -3,9 +3,11 @@
 Why it is built this way:
 
 - Paths are parsed as text first (`parse_relative`): absolute paths, `..`, NUL,
-  control characters, invalid UTF-8 and over-long paths are refused before the
-  filesystem is touched. `/proc/self/root/...` is an absolute path and is refused
-  as one; a relative route to it must pass through a symlink and is refused as one.
+  C0/C1 control characters and DEL, Unicode line separators, bidirectional controls,
+  invalid UTF-8 and over-long paths are refused before the filesystem is touched;
+  listings skip (and count) entries whose names would be refused.
+  `/proc/self/root/...` is an absolute path and is refused as one; a relative route
+  to it must pass through a symlink and is refused as one.
 - Resolution never uses a string path. The root is opened once (`O_DIRECTORY`) and
   held; each component is opened relative to its parent's descriptor with
   `O_NOFOLLOW`. A symlink swapped in after any check cannot be followed, because
@@ -80,12 +82,32 @@ class RelPath:
         return RelPath((*self.parts, name))
 
 
+# Characters that make a name print as something it is not, in a listing or a log line:
+# C0 and C1 controls and DEL (U+0085 NEXT LINE is C1); U+2028/U+2029, which many
+# renderers and JSON-in-JS readers treat as line breaks; and every Unicode Bidi_Control
+# character (embeddings, overrides, isolates and marks), which reorder the text around
+# them ("Trojan Source").
+_LINE_SEPARATORS = frozenset("\u2028\u2029")
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def _is_control(c: str) -> bool:
+    code = ord(c)
+    return code < 0x20 or 0x7F <= code <= 0x9F
+
+
 def check_name(name: str) -> JailRefusal | None:
     """The refusal for one component's text, or None. Shared with listings."""
     if "\x00" in name:
         return "nul_byte"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+    if any(_is_control(c) for c in name):
         return "control_character"
+    if any(c in _LINE_SEPARATORS for c in name):
+        return "line_separator"
+    if any(c in _BIDI_CONTROLS for c in name):
+        return "bidi_control"
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:

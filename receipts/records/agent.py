@@ -48,6 +48,8 @@ JailRefusal = Literal[
     "parent_component",
     "nul_byte",
     "control_character",
+    "line_separator",
+    "bidi_control",
     "invalid_encoding",
     "path_too_long",
     "symlink",
@@ -75,6 +77,7 @@ ToolRefusal = Literal[
     "pattern_too_long",
     "spawn_failed",
     "net_isolation_unavailable",
+    "deadline_exceeded",
 ]
 """Refusals and failures specific to one tool's semantics."""
 

@@ -72,8 +72,33 @@ def test_nul_byte_refused() -> None:
     assert refusal_of(lambda: parse_relative("a\x00b")) == "nul_byte"
 
 
-def test_control_character_refused() -> None:
-    assert refusal_of(lambda: parse_relative("a\nb")) == "control_character"
+@pytest.mark.parametrize(
+    ("char", "category"),
+    [
+        ("\n", "control_character"),  # C0
+        ("\x1b", "control_character"),  # ESC: terminal escapes
+        ("\x7f", "control_character"),  # DEL
+        ("\x80", "control_character"),  # first C1
+        ("\x85", "control_character"),  # U+0085 NEXT LINE
+        ("\x9b", "control_character"),  # C1 CSI: a one-character terminal escape
+        ("\x9f", "control_character"),  # last C1
+        ("\u2028", "line_separator"),
+        ("\u2029", "line_separator"),
+        ("\u202a", "bidi_control"),
+        ("\u202e", "bidi_control"),  # RIGHT-TO-LEFT OVERRIDE
+        ("\u2066", "bidi_control"),
+        ("\u2069", "bidi_control"),
+        ("\u200f", "bidi_control"),
+        ("\u061c", "bidi_control"),
+    ],
+)
+def test_names_that_print_as_something_else_refused(char: str, category: str) -> None:
+    assert refusal_of(lambda: parse_relative(f"dir/a{char}b.py")) == category
+
+
+@pytest.mark.parametrize("char", ["\xa0", "\u00e9", "\u200b", "\u4e2d", "\U0001f600"])
+def test_ordinary_non_ascii_names_accepted(char: str) -> None:
+    assert parse_relative(f"a{char}b").parts == (f"a{char}b",)
 
 
 def test_lone_surrogate_refused() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from guest.tools import list_tool
 from guest.tools.registry import ToolSet
 from tests.guest.tools.support import call
@@ -96,3 +98,27 @@ def test_glob_invalid_patterns(toolset: ToolSet) -> None:
     assert call(toolset, "glob", pattern="../*").outcome == "invalid_pattern"
     assert call(toolset, "glob", pattern="[abc").outcome == "invalid_pattern"
     assert call(toolset, "glob", pattern="*" * 600).outcome == "pattern_too_long"
+
+
+@pytest.mark.parametrize("char", ["\x85", "\x9b", "\u2028", "\u2029", "\u202e", "\u2067"])
+def test_listing_tools_skip_names_they_would_refuse(toolset: ToolSet, ws: Path, char: str) -> None:
+    """A file whose name reorders or breaks the listing is neither shown nor matched;
+    it is counted as skipped, and the tools still list the rest."""
+    (ws / f"ok{char}evil.py").write_text("NEEDLE\n")
+    (ws / "plain.py").write_text("NEEDLE\n")
+    listed = call(toolset, "list")
+    assert listed.outcome == "ok"
+    assert char not in listed.output
+    assert "plain.py" in listed.output
+    assert "(1 entries with unusable names skipped)" in listed.output
+    globbed = call(toolset, "glob", pattern="*.py")
+    assert char not in globbed.output
+    assert "plain.py" in globbed.output
+    grepped = call(toolset, "grep", pattern="NEEDLE")
+    assert char not in grepped.output
+    assert "plain.py" in grepped.output
+    assert call(toolset, "read", filePath=f"ok{char}evil.py").outcome in (
+        "control_character",
+        "line_separator",
+        "bidi_control",
+    )

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from guest.tools import read
+from guest.tools.jail import Jail, parse_relative
 from guest.tools.registry import ToolSet
 from tests.guest.tools.support import call
 
@@ -80,3 +86,74 @@ def test_absolute_path_refused_through_the_tool(toolset: ToolSet, outside: Path)
     result = call(toolset, "read", filePath=str(outside / "secret.txt"))
     assert result.outcome == "absolute_path"
     assert "SECRET" not in result.output
+
+
+def _read(jail: Jail, name: str, deadline_s: float = read.DEFAULT_DEADLINE_S, **args: int) -> Any:
+    tool = read.ReadTool(jail, deadline_s=deadline_s)
+    return tool.run(read.ReadArgs(filePath=name, **args), parse_relative(name))
+
+
+def test_offset_past_the_scan_bound_is_fast_and_names_the_line_reached(
+    jail: Jail, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file of 1-byte lines a little past the scan bound (70 MiB). The skip is counted
+    in chunks, so it ends well within a 2 s deadline (line by line it took 18 s on a
+    200 MB file), and the note names the last line scanned, not the offset asked for."""
+    with (ws / "n.txt").open("wb") as handle:
+        for _ in range(70):
+            handle.write(b"\n" * (1 << 20))
+    started = time.monotonic()
+    result = _read(jail, "n.txt", deadline_s=2.0, offset=10**9)
+    assert result.outcome == "ok"
+    assert time.monotonic() - started < 2.0
+    assert f"scan bound after line {read.MAX_SCAN_BYTES};" in result.text
+    assert "1000000000" not in result.text
+    assert result.truncated
+    # Past its deadline the skip stops at once, not after scanning the bound: count the
+    # bytes it reads (the real reads, only observed).
+    read_bytes = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, size: int, offset: int) -> bytes:
+        data = real_pread(fd, size, offset)
+        read_bytes.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    late = _read(jail, "n.txt", deadline_s=-1.0, offset=10**9)
+    assert late.outcome == "deadline_exceeded"
+    assert sum(read_bytes) <= read.SNIFF_BYTES
+
+
+def test_paging_lands_on_the_right_line_across_chunks(jail: Jail, ws: Path) -> None:
+    """Offsets around the 1 MiB chunk edges start at exactly line offset+1."""
+    lines = [f"{i}\n".encode() for i in range(400_000)]
+    (ws / "n.txt").write_bytes(b"".join(lines))
+    position = 0
+    first_after_chunk = 0
+    for index, line in enumerate(lines):  # the first line that starts past 1 MiB
+        position += len(line)
+        if position >= read._CHUNK:
+            first_after_chunk = index + 1
+            break
+    for offset in (0, 1, first_after_chunk - 1, first_after_chunk, first_after_chunk + 1, 399_999):
+        result = _read(jail, "n.txt", offset=offset, limit=2)
+        assert result.outcome == "ok"
+        assert f"{offset + 1:05d}| {offset}\n" in result.text, offset
+        assert f"| {offset - 1}\n" not in result.text
+
+
+def test_offset_counts_a_last_line_without_newline(jail: Jail, ws: Path) -> None:
+    (ws / "t.txt").write_bytes(b"a\nb")
+    assert "00002| b\n" in _read(jail, "t.txt", offset=1).text
+    assert "(End of file - total 2 lines)" in _read(jail, "t.txt", offset=2).text
+    assert "(End of file - total 2 lines)" in _read(jail, "t.txt", offset=9).text
+
+
+@pytest.mark.parametrize("offset", [0, 5])
+def test_read_past_its_deadline_is_refused(jail: Jail, ws: Path, offset: int) -> None:
+    """A deadline already passed: the skip (offset 5) and the line loop (offset 0) each
+    stop with the closed category, not with a partial answer."""
+    (ws / "t.txt").write_text("x\n" * 10)
+    assert _read(jail, "t.txt", deadline_s=-1.0, offset=offset).outcome == "deadline_exceeded"
+    assert _read(jail, "t.txt", deadline_s=5.0, offset=offset).outcome == "ok"
