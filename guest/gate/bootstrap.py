@@ -13,6 +13,14 @@ files the table does not name (importable or not); any __pycache__ (an unchecked
 files, wrong sizes, wrong digests; a root that is not first on sys.path, or any entry
 after it that is not the interpreter's own standard library; bytecode writing on.
 
+The imported bytes must be the verified bytes, and Python re-opens each file after the
+gate hashed it. So the root must be on a read-only mount (`statvfs` ST_RDONLY, checked
+first; `ok` means it was): nothing can swap or rewrite a file between the hash and the
+import. A file with more than one hard link is refused (its other name may be on a
+writable mount of the same filesystem). A directory the walk cannot list is refused,
+not skipped, and so is a tree deeper than MAX_DEPTH (1,100 nested directories crashed
+the recursive walk with no gate line). Each check costs one syscall or none per file.
+
 Usage: bootstrap ROOT PIN_TABLE_PATH PIN_TABLE_SHA256 MODULE [ARG ...]
 """
 
@@ -28,6 +36,7 @@ import sys
 import sysconfig
 
 CHUNK = 1 << 20
+MAX_DEPTH = 64  # directories below the root; the runtimes' deepest is about a dozen
 IMPORTABLE_SUFFIXES = (
     *importlib.machinery.SOURCE_SUFFIXES,
     *importlib.machinery.BYTECODE_SUFFIXES,
@@ -55,6 +64,8 @@ def _sha256_nofollow(path: str) -> tuple[int, str]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise GateRefusal("special_file")  # FIFOs, devices, sockets: checked on the fd
+        if info.st_nlink > 1:
+            raise GateRefusal("hard_link")  # on the fd: the inode that was hashed
         digest = hashlib.sha256()
         while chunk := os.read(fd, CHUNK):
             digest.update(chunk)
@@ -78,12 +89,24 @@ def _classify_unlisted(relative: str) -> str:
     return "unlisted_importable" if relative.endswith(IMPORTABLE_SUFFIXES) else "unlisted_file"
 
 
+def check_read_only(root: str) -> None:
+    """The root's mount is read-only, so the files hashed are the files imported."""
+    if not os.statvfs(root).f_flag & os.ST_RDONLY:
+        raise GateRefusal("root_writable")
+
+
+def _unlistable(error: OSError) -> None:
+    raise GateRefusal("unreadable_directory")
+
+
 def verify_tree(root: str, pins: dict[str, tuple[int, str]]) -> int:
     """Check every file under root against the pins; return how many were verified."""
     seen: set[str] = set()
     verified = 0
-    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+    for directory, dirnames, filenames in os.walk(root, onerror=_unlistable, followlinks=False):
         dirnames.sort()
+        if dirnames and directory[len(root) :].count(os.sep) + 1 > MAX_DEPTH:
+            raise GateRefusal("too_deep", verified)
         for name in dirnames:
             if name == "__pycache__":
                 raise GateRefusal("pycache_present", verified)
@@ -159,6 +182,7 @@ def main(argv: list[str]) -> int:
     verified = 0
     try:
         pins = load_table(table_path, table_sha256)
+        check_read_only(root)
         verified = verify_tree(root, pins)
         sys.path.insert(0, root)
         check_interpreter(root, sys.path)

@@ -23,8 +23,14 @@ GateCategory = Literal[
     "not_first_on_path",
     "foreign_path_entry",
     "bytecode_writing_on",
+    "root_writable",
+    "hard_link",
+    "unreadable_directory",
+    "too_deep",
     "unread",
 ]
+"""`ok` also says the runtime root was on a read-only mount (gate/1 receipts written
+before `root_writable` existed did not check it)."""
 
 
 class GateRecord(Record):

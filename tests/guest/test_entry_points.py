@@ -12,6 +12,7 @@ from guest.gate import bootstrap
 from guest.task import task_digest
 from receipts.pintable import build_pin_table, pin_table_bytes
 from receipts.records import AgentRecord, VerificationRecord
+from tests.guest.gate.readonly import read_only
 from tests.guest.support_tasks import TASKS, scratch
 
 __all__ = ["scratch"]
@@ -34,18 +35,21 @@ def _gated(root: Path, table: Path, digest: str, module: str, *args: str) -> str
     """Run `module` through the gate with -I -B but with site (for the venv's packages)."""
     source = Path(bootstrap.__file__).read_text()
     result = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-B",
-            "-c",
-            source.replace('raise GateRefusal("foreign_path_entry")', "pass"),  # venv site-packages
-            str(root),
-            str(table),
-            digest,
-            module,
-            *args,
-        ],
+        read_only(  # the root arrives read-only, as on the guest's data disk
+            root,
+            [
+                sys.executable,
+                "-I",
+                "-B",
+                "-c",
+                source.replace('raise GateRefusal("foreign_path_entry")', "pass"),  # venv site
+                str(root),
+                str(table),
+                digest,
+                module,
+                *args,
+            ],
+        ),
         capture_output=True,
         text=True,
         timeout=300,

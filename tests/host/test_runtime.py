@@ -12,6 +12,7 @@ import pytest
 from guest.gate import bootstrap
 from host.runtime import RuntimeBuildError, build_runtime
 from receipts.records import AgentRecord, VerificationRecord
+from tests.guest.gate.readonly import read_only
 from tests.guest.support_tasks import TASKS, scratch
 
 __all__ = ["scratch"]
@@ -28,18 +29,21 @@ def _gated(
     runtime_root: Path, pins: Path, digest: str, *args: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            "/usr/bin/python3",
-            "-I",
-            "-B",
-            "-S",
-            "-c",
-            GATE,
-            str(runtime_root),
-            str(pins),
-            digest,
-            *args,
-        ],
+        read_only(  # the root arrives read-only, as on the guest's data disk
+            runtime_root,
+            [
+                "/usr/bin/python3",
+                "-I",
+                "-B",
+                "-S",
+                "-c",
+                GATE,
+                str(runtime_root),
+                str(pins),
+                digest,
+                *args,
+            ],
+        ),
         capture_output=True,
         text=True,
         timeout=300,

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import py_compile
+import shutil
 import subprocess
 import sys
+import tempfile
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 from guest.gate import bootstrap
 from receipts.pintable import build_pin_table, pin_table_bytes
 from receipts.records.gate import GateCategory
+from tests.guest.gate.readonly import read_only
 
 SOURCE = Path(bootstrap.__file__).read_text(encoding="utf-8")
 PYC_TAG = sys.implementation.cache_tag
@@ -55,20 +58,26 @@ def run_gate(
     source: str = SOURCE,
     env: dict[str, str] | None = None,
     digest: str | None = None,
+    *,
+    writable: bool = False,
+    user: int | None = None,
 ) -> tuple[str, str]:
-    """Run the gate; return (category, the rest of stdout)."""
+    """Run the gate on the runtime root mounted read-only, as in a guest (or left
+    `writable`); return (category, the rest of stdout)."""
+    command = [
+        sys.executable,
+        *flags,
+        "-c",
+        source,
+        str(runtime.root),
+        str(runtime.table),
+        digest or runtime.digest,
+        "app",
+        "--flag",
+    ]
     result = subprocess.run(
-        [
-            sys.executable,
-            *flags,
-            "-c",
-            source,
-            str(runtime.root),
-            str(runtime.table),
-            digest or runtime.digest,
-            "app",
-            "--flag",
-        ],
+        command if writable else read_only(runtime.root, command, unprivileged=user is not None),
+        user=user,
         capture_output=True,
         text=True,
         timeout=60,
@@ -164,6 +173,30 @@ def _fifo(runtime: Runtime) -> None:
     os.mkfifo(target)
 
 
+def _hard_link(runtime: Runtime) -> None:
+    """A second name for a pinned file, outside the root: on a writable mount of the same
+    filesystem it rewrites the bytes Python imports after the gate hashed them."""
+    os.link(runtime.root / "app" / "mod.py", runtime.root.parent / "other-name.py")
+
+
+def _nest(root: Path, levels: int) -> None:
+    """`levels` nested directories, made and later removed one at a time (os.makedirs
+    and shutil.rmtree recurse, and 1,100 levels is past Python's recursion limit)."""
+    path = root
+    for _ in range(levels):
+        path = path / "d"
+        path.mkdir()
+
+
+def _unnest(root: Path) -> None:
+    deepest = root
+    while (deepest / "d").is_dir():
+        deepest = deepest / "d"
+    while deepest != root:
+        deepest.rmdir()
+        deepest = deepest.parent
+
+
 @dataclass(frozen=True)
 class Attack:
     plant: typing.Callable[[Runtime], None]
@@ -209,6 +242,11 @@ ATTACKS: dict[str, Attack] = {
     ),
     "symlink": Attack(
         _symlink, "symlink", '                raise GateRefusal("symlink", verified)'
+    ),
+    "hard_link": Attack(
+        _hard_link,
+        "hard_link",
+        '            raise GateRefusal("hard_link")  # on the fd: the inode that was hashed',
     ),
     "fifo": Attack(
         _fifo,
@@ -282,6 +320,51 @@ def test_bytecode_writing_on_is_refused(tmp_path: Path) -> None:
     assert run_gate(runtime, flags=("-I", "-S"), source=mutated)[0] == "ok"
 
 
+def test_writable_root_is_refused(tmp_path: Path) -> None:
+    """Python re-opens every file after the gate hashed it: only a read-only mount keeps
+    those the same bytes."""
+    runtime = make_runtime(tmp_path)
+    assert run_gate(runtime, writable=True) == ("root_writable", "")
+    mutated = _without('        raise GateRefusal("root_writable")')
+    assert run_gate(runtime, writable=True, source=mutated)[0] == "ok"
+
+
+@pytest.mark.parametrize(("levels", "category"), [(64, "ok"), (65, "too_deep"), (1100, "too_deep")])
+def test_depth_is_bounded_with_a_gate_line(tmp_path: Path, levels: int, category: str) -> None:
+    """1,100 nested directories crashed the recursive walk with no gate line; the bound
+    refuses them with one, and is exact at MAX_DEPTH (64)."""
+    runtime = make_runtime(tmp_path)
+    _nest(runtime.root, levels)
+    try:
+        assert run_gate(runtime) == (category, "" if category != "ok" else "APP good ['--flag']\n")
+        mutated = _without('            raise GateRefusal("too_deep", verified)')
+        assert run_gate(runtime, source=mutated)[0] == ("crashed" if levels > 900 else "ok")
+    finally:
+        _unnest(runtime.root)
+
+
+def test_unlistable_directory_is_refused_not_skipped() -> None:
+    """A directory the gate cannot list (mode 000, the gate not root) is not verified, so
+    it is refused. As root the gate runs as `nobody` to see it; the base directory is
+    made traversable for that uid."""
+    base = Path(tempfile.mkdtemp(prefix="gate-"))
+    try:
+        base.chmod(0o755)
+        runtime = make_runtime(base)
+        hidden = runtime.root / "app" / "hidden"
+        hidden.mkdir()
+        (hidden / "payload.py").write_text("import os\n")
+        hidden.chmod(0)
+        user = 65534 if os.geteuid() == 0 else None
+        assert run_gate(runtime, user=user) == ("unreadable_directory", "")
+        mutated = SOURCE.replace('raise GateRefusal("unreadable_directory")', "return None", 1)
+        assert run_gate(runtime, user=user, source=mutated)[0] == "ok"
+    finally:
+        for directory, _dirs, _files in os.walk(base):
+            os.chmod(directory, 0o755)
+        shutil.rmtree(base)
+
+
 def test_pin_table_must_be_the_one_the_host_sent(tmp_path: Path) -> None:
     runtime = make_runtime(tmp_path)
     assert run_gate(runtime, digest="0" * 64)[0] == "pin_table_mismatch"
@@ -299,6 +382,8 @@ def test_every_category_the_gate_can_print_is_a_receipt_category() -> None:
         "foreign_path_entry",
         "bytecode_writing_on",
         "pin_table_mismatch",
+        "root_writable",
+        "unreadable_directory",
     }
     assert printed <= categories
     for category in categories - {"ok", "unread"}:
