@@ -15,8 +15,9 @@ after it that is not the interpreter's own standard library; bytecode writing on
 
 The imported bytes must be the verified bytes, and Python re-opens each file after the
 gate hashed it. So the root must be on a read-only mount (`statvfs` ST_RDONLY, checked
-first; `ok` means it was): nothing can swap or rewrite a file between the hash and the
-import. A file with more than one hard link is refused (its other name may be on a
+first, and again on each hashed file's descriptor, so a writable mount inside the root
+is refused too; `ok` means they were): nothing can swap or rewrite a file between the
+hash and the import. A file with more than one hard link is refused (its other name may be on a
 writable mount of the same filesystem). A directory the walk cannot list is refused,
 not skipped, and so is a tree deeper than MAX_DEPTH (1,100 nested directories crashed
 the recursive walk with no gate line). Each check costs one syscall or none per file.
@@ -66,6 +67,8 @@ def _sha256_nofollow(path: str) -> tuple[int, str]:
             raise GateRefusal("special_file")  # FIFOs, devices, sockets: checked on the fd
         if info.st_nlink > 1:
             raise GateRefusal("hard_link")  # on the fd: the inode that was hashed
+        if not os.fstatvfs(fd).f_flag & os.ST_RDONLY:
+            raise GateRefusal("root_writable")  # a writable mount inside the read-only root
         digest = hashlib.sha256()
         while chunk := os.read(fd, CHUNK):
             digest.update(chunk)

@@ -11,11 +11,22 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-_SCRIPT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" && shift && exec "$@"'
+_SCRIPT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" && shift && '
+_OVERLAY = 'mount --bind "$1" "$2" && shift 2 && '
 
 
-def read_only(root: Path, argv: Sequence[str], *, unprivileged: bool = False) -> list[str]:
+def read_only(
+    root: Path,
+    argv: Sequence[str],
+    *,
+    unprivileged: bool = False,
+    writable_over: tuple[Path, Path] | None = None,
+) -> list[str]:
     """`argv`, run with `root` read-only; `unprivileged`: the command will not run as
-    root (it is started with another uid), so it needs its own user namespace."""
+    root (it is started with another uid), so it needs its own user namespace.
+    `writable_over` (source, target): then bind-mount writable `source` over `target`
+    inside the read-only root."""
     namespace = ["-m"] if os.geteuid() == 0 and not unprivileged else ["-r", "-m"]
-    return ["unshare", *namespace, "sh", "-c", _SCRIPT, "sh", str(root), *argv]
+    script = _SCRIPT + (_OVERLAY if writable_over else "") + 'exec "$@"'
+    over = [str(path) for path in writable_over] if writable_over else []
+    return ["unshare", *namespace, "sh", "-c", script, "sh", str(root), *over, *argv]

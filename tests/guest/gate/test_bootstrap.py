@@ -61,6 +61,7 @@ def run_gate(
     *,
     writable: bool = False,
     user: int | None = None,
+    writable_over: tuple[Path, Path] | None = None,
 ) -> tuple[str, str]:
     """Run the gate on the runtime root mounted read-only, as in a guest (or left
     `writable`); return (category, the rest of stdout)."""
@@ -76,7 +77,11 @@ def run_gate(
         "--flag",
     ]
     result = subprocess.run(
-        command if writable else read_only(runtime.root, command, unprivileged=user is not None),
+        command
+        if writable
+        else read_only(
+            runtime.root, command, unprivileged=user is not None, writable_over=writable_over
+        ),
         user=user,
         capture_output=True,
         text=True,
@@ -325,8 +330,27 @@ def test_writable_root_is_refused(tmp_path: Path) -> None:
     those the same bytes."""
     runtime = make_runtime(tmp_path)
     assert run_gate(runtime, writable=True) == ("root_writable", "")
-    mutated = _without('        raise GateRefusal("root_writable")')
-    assert run_gate(runtime, writable=True, source=mutated)[0] == "ok"
+    # Two independent refusals: the root's mount first, then each hashed file's.
+    root_check = '        raise GateRefusal("root_writable")'
+    assert run_gate(runtime, writable=True, source=_without(root_check))[0] == "root_writable"
+    both = _without(root_check).replace(PER_FILE_CHECK + "\n", "            pass\n")
+    assert run_gate(runtime, writable=True, source=both)[0] == "ok"
+
+
+PER_FILE_CHECK = (
+    '            raise GateRefusal("root_writable")  # a writable mount inside the read-only root'
+)
+
+
+def test_writable_mount_inside_the_read_only_root_is_refused(tmp_path: Path) -> None:
+    """A writable copy of the package mounted over it: every byte matches the pins, the
+    root itself is read-only, and the files Python imports can still change."""
+    runtime = make_runtime(tmp_path)
+    copy = tmp_path / "writable-app"
+    shutil.copytree(runtime.root / "app", copy)
+    over = (copy, runtime.root / "app")
+    assert run_gate(runtime, writable_over=over) == ("root_writable", "")
+    assert run_gate(runtime, writable_over=over, source=_without(PER_FILE_CHECK))[0] == "ok"
 
 
 @pytest.mark.parametrize(("levels", "category"), [(64, "ok"), (65, "too_deep"), (1100, "too_deep")])
