@@ -40,6 +40,7 @@ import hashlib
 import os
 import stat
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from importlib.metadata import Distribution, PackageNotFoundError, distribution
@@ -310,6 +311,13 @@ def _git_state(checkout: Path, depth: int) -> GitState:
     )
 
 
+def interpreter_dirt() -> tuple[Dirt, ...]:
+    """Dirt in how this interpreter imports the tree rather than in the tree: with a
+    pycache prefix (PYTHONPYCACHEPREFIX, -X pycache_prefix) Python reads bytecode from
+    a directory outside the checkout, where no check here sees a forged .pyc."""
+    return ("bytecode",) if sys.pycache_prefix is not None else ()
+
+
 def _record_hash(value: str) -> str | None:
     """RECORD's `sha256=<urlsafe base64>` as hex, or None for other or absent algorithms."""
     algorithm, _, encoded = value.partition("=")
@@ -356,9 +364,10 @@ def bind_source(checkout: Path | None, *, refuse_dirty: bool) -> SourceRecord:
                 installed_record_sha256=None,
                 duration_ms=elapsed(),
             )
-        dirty = bool(state.dirt)
+        dirt = [kind for kind in REFUSALS if kind in (*state.dirt, *interpreter_dirt())]
+        dirty = bool(dirt)
         return SourceRecord(
-            category=REFUSALS[state.dirt[0]] if dirty and refuse_dirty else "ok",
+            category=REFUSALS[dirt[0]] if dirty and refuse_dirty else "ok",
             kind="git",
             commit=state.commit,
             tree=state.tree,

@@ -311,3 +311,14 @@ def test_stat_settings_cannot_hide_a_same_size_edit(repo: Path) -> None:
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert git(repo, "status", "--porcelain") == "", "precondition: plain git misses it"
     assert git_state(repo).dirty_paths == ("harness/__init__.py",)
+
+
+def test_a_pycache_prefix_outside_the_tree_is_refused(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a pycache prefix Python reads bytecode from outside the checkout, where the
+    tree check cannot see a forged .pyc."""
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "elsewhere"))
+    refused = bind_source(repo, refuse_dirty=True)
+    assert (refused.category, refused.tree_state) == ("bytecode_refused", "dirty")
