@@ -16,6 +16,7 @@ _SIZE_FIELDS = {
     "worker_cgroup_limit",
     "request_admission_floor",
     "runtime_guard",
+    "model_working_set",
     "disk",
 }
 

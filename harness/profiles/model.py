@@ -2,8 +2,9 @@
 
 One concept, one home: a budget is declared here, applied in host/ or guest/, read back
 there, and recorded through receipts/. Cross-field rules live here too, so a profile
-whose budgets contradict each other (a guest larger than its cgroup, an SSH deadline
-past the VM's) is refused before anything starts.
+whose budgets contradict each other (a guest larger than its cgroup, a request floor
+that cannot fit beside the loaded model, an SSH deadline past the VM's) is refused
+before anything starts; the memory relations are written out in budgets.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness.profiles.budgets import budget_contradiction
 from harness.profiles.sizes import ByteSize
 from receipts.records.agent import ApprovalsPolicy
 
@@ -117,16 +119,11 @@ class MemorySection(Section):
     """Headroom a request must leave before it is admitted."""
     runtime_guard: ByteSize
     """Headroom below which a running generation is cancelled."""
-
-    @model_validator(mode="after")
-    def _consistent(self) -> MemorySection:
-        if self.qemu_cgroup_limit <= self.guest_ram:
-            raise ValueError("qemu_cgroup_limit must exceed guest_ram (QEMU needs room of its own)")
-        if self.host_admission_floor < self.qemu_cgroup_limit:
-            raise ValueError("host_admission_floor must be at least qemu_cgroup_limit")
-        if self.runtime_guard >= self.worker_cgroup_limit:
-            raise ValueError("runtime_guard must be below worker_cgroup_limit")
-        return self
+    model_working_set: ByteSize
+    """The worker's working set (`usage - inactive_file` of its cgroup) once the model is
+    loaded at this profile's context and has served a request: mapped weights, the KV
+    cache for `inference.context_tokens`, compute buffers, the runtime. A measured figure
+    (docs/qwen4b-memory.md says how); budgets.py checks the floors against it."""
 
 
 class ProvisioningSection(Section):
@@ -176,13 +173,20 @@ class Profile(Section):
 
     @model_validator(mode="after")
     def _cross_sections(self) -> Profile:
-        if (
-            self.worker.placement == "guest"
-            and self.memory.worker_cgroup_limit >= self.memory.guest_ram
-        ):
-            raise ValueError(
-                'with placement = "guest", worker_cgroup_limit must be below guest_ram'
-            )
+        memory = self.memory
+        contradiction = budget_contradiction(
+            guest_ram=memory.guest_ram,
+            qemu_cgroup_limit=memory.qemu_cgroup_limit,
+            host_admission_floor=memory.host_admission_floor,
+            worker_cgroup_limit=memory.worker_cgroup_limit,
+            request_admission_floor=memory.request_admission_floor,
+            runtime_guard=memory.runtime_guard,
+            model_working_set=memory.model_working_set,
+            tcg_tb_size_mib=self.vm.tcg_tb_size_mib,
+            placement=self.worker.placement,
+        )
+        if contradiction is not None:
+            raise ValueError(contradiction)
         if self.agent.wall_deadline_s > self.vm.deadline_s:
             raise ValueError("agent.wall_deadline_s cannot exceed vm.deadline_s")
         if self.inference.max_tokens >= self.inference.context_tokens:

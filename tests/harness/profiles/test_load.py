@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -64,14 +65,17 @@ def test_qwen4b_budgets_are_the_designs() -> None:
     assert profile.inference.threads == 2
     assert profile.inference.request_deadline_s == 600
     memory = profile.memory
+    # measured, docs/qwen4b-memory.md: the worker on the host, the guest for the agent
+    assert profile.worker.placement == "host"
     assert (memory.guest_ram, memory.qemu_cgroup_limit, memory.host_admission_floor) == (
-        12 * gib,
-        13 * gib,
-        14 * gib,
+        2 * gib,
+        3 * gib,
+        15 * gib,
     )
-    assert memory.worker_cgroup_limit == 11 * gib
-    assert memory.request_admission_floor == 11_274_289_152
-    assert memory.runtime_guard == 512 << 20
+    assert memory.worker_cgroup_limit == 12 * gib
+    assert memory.model_working_set == 11_520 << 20
+    assert memory.request_admission_floor == 512 << 20
+    assert memory.runtime_guard == 256 << 20
     assert (profile.provisioning.disk, profile.provisioning.deadline_s) == (20 * gib, 1800)
     assert (profile.vm.deadline_s, profile.vm.ssh_deadline_s) == (7200, 6600)
 
@@ -101,9 +105,22 @@ _DELETE = object()
     [
         ("memory.guest_ram", "12G", "memory.guest_ram: expected a size"),
         ("memory.guest_ram", "-1 GiB", "memory.guest_ram: expected a size"),
-        ("memory.qemu_cgroup_limit", "12 GiB", "memory: qemu_cgroup_limit must exceed guest_ram"),
-        ("memory.host_admission_floor", "12 GiB", "memory: host_admission_floor must be at least"),
-        ("memory.runtime_guard", "11 GiB", "memory: runtime_guard must be below"),
+        (
+            "memory.qemu_cgroup_limit",
+            "2 GiB",
+            "memory.qemu_cgroup_limit must be at least memory.guest_ram + vm.tcg_tb_size_mib",
+        ),
+        (
+            "memory.host_admission_floor",
+            "2 GiB",
+            "memory.host_admission_floor must be at least memory.qemu_cgroup_limit",
+        ),
+        (
+            "memory.runtime_guard",
+            "11 GiB",
+            "memory.runtime_guard must not exceed memory.request_admission_floor",
+        ),
+        ("memory.model_working_set", _DELETE, "memory.model_working_set: Field required"),
         ("memory.swap", "0 B", "memory.swap: Extra inputs are not permitted"),
         ("inference.threads", 0, "inference.threads: Input should be greater than or equal to 1"),
         ("inference.threads", "two", "inference.threads: Input should be a valid integer"),
@@ -138,9 +155,8 @@ def test_invalid_profile_is_one_line_naming_the_key(
 
 def test_placement_guest_needs_worker_below_guest_ram(tmp_path: Path) -> None:
     data = _set(_qwen4b(), "worker.placement", "guest")
-    data = _set(data, "memory.worker_cgroup_limit", "12 GiB")
-    data = _set(data, "memory.runtime_guard", "512 MiB")
-    with pytest.raises(ProfileError, match="worker_cgroup_limit must be below guest_ram"):
+    expected = re.escape("memory.worker_cgroup_limit must be below memory.guest_ram")
+    with pytest.raises(ProfileError, match=expected):
         _load_variant(tmp_path, data)
 
 
