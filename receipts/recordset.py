@@ -21,6 +21,7 @@ from receipts.records import (
     HostStateRecordV1,
     ImageRecord,
     MemoryRecord,
+    MemoryRecordV1,
     ModelRecord,
     PreflightRecord,
     Record,
@@ -55,7 +56,7 @@ class RecordSet:
     agent: AgentRecord | None = None
     verification: VerificationRecord | None = None
     hoststate: HostStateRecord | HostStateRecordV1 | None = None
-    memory: MemoryRecord | None = None
+    memory: MemoryRecord | MemoryRecordV1 | None = None
     worker_requests: tuple[WorkerRequestRecord, ...] = field(default=())
     agent_turns: tuple[AgentTurnRecord, ...] = field(default=())
     tool_calls: tuple[ToolCallRecord, ...] = field(default=())
@@ -114,7 +115,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("agent", AgentRecord, sequence=False),
     Kind("verification", VerificationRecord, sequence=False),
     Kind("hoststate", HostStateRecord, sequence=False, legacy=(HostStateRecordV1,)),
-    Kind("memory", MemoryRecord, sequence=False),
+    Kind("memory", MemoryRecord, sequence=False, legacy=(MemoryRecordV1,)),
     Kind("worker_requests", WorkerRequestRecord, sequence=True),
     Kind("agent_turns", AgentTurnRecord, sequence=True),
     Kind("tool_calls", ToolCallRecord, sequence=True),

@@ -12,7 +12,7 @@ from html import escape
 
 from harness.report.svg import line_chart, timeline
 from receipts.audit import AuditResult
-from receipts.records import AnyHostStateRecord, HostStateRecordV1
+from receipts.records import AnyHostStateRecord, HostStateRecordV1, MemoryRecord, MemoryRecordV1
 from receipts.records.hoststate import excluded_trials, facet_exclusions
 from receipts.recordset import RecordSet
 from receipts.verdict import required_stages, stage_succeeded
@@ -114,12 +114,8 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
             ),
         )
     )
-    sections.append("<h2>Memory headroom</h2>")
-    if records.memory is not None:
-        points = [(s.at_ms, s.headroom_bytes) for s in records.memory.samples]
-        sections.append(line_chart(points, "ms since start", "headroom bytes"))
-    else:
-        sections.append("<p>No memory samples in this receipt.</p>")
+    sections.append("<h2>Memory</h2>")
+    sections.extend(_memory_charts(records.memory))
     if records.worker_requests:
         sections.append(
             _table(
@@ -249,3 +245,28 @@ def _page(sections: Sequence[str]) -> str:
         + "\n".join(sections)
         + "</body></html>\n"
     )
+
+
+_MEMORY_SERIES = (
+    ("host_available_bytes", "host MemAvailable bytes"),
+    ("host_page_cache_bytes", "host page cache bytes"),
+    ("qemu_working_set_bytes", "QEMU cgroup working set bytes"),
+    ("worker_working_set_bytes", "worker cgroup working set bytes"),
+)
+
+
+def _memory_charts(memory: MemoryRecord | MemoryRecordV1 | None) -> list[str]:
+    """One chart per series that has readings; a sample whose figure was unread is left
+    out of that series, not drawn as zero."""
+    if memory is None:
+        return ["<p>No memory samples in this receipt.</p>"]
+    if isinstance(memory, MemoryRecordV1):
+        points = [(s.at_ms, s.headroom_bytes) for s in memory.samples]
+        return [line_chart(points, "ms since start", "headroom bytes")]
+    charts: list[str] = []
+    for field, label in _MEMORY_SERIES:
+        series = [(s.at_ms, getattr(s, field)) for s in memory.samples]
+        points = [(at, value) for at, value in series if value is not None]
+        if points:
+            charts.append(line_chart(points, "ms since start", label))
+    return charts or ["<p>No memory figure was read in this receipt.</p>"]

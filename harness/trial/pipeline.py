@@ -53,6 +53,7 @@ from harness.trial.guestworker import (
 from harness.trial.guestworker import READY_DEADLINE_S as GUEST_READY_S
 from harness.trial.guestworker import WORKER_URL as GUEST_WORKER_URL
 from harness.trial.hoststate import host_state_record
+from harness.trial.memsampler import MemorySampler, memory_dir_of_pid
 from harness.trial.modelstage import PreparedModel, prepare
 from harness.trial.owned import OwnedResources
 from harness.trial.placement import PlacementRequest, resolve_placement
@@ -777,6 +778,11 @@ class Trial:
         started_ms = int(time.time() * 1000)
         before = self.host_snapshot(trials_root)
         scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-", dir=trials_root))
+        sampler = MemorySampler(
+            lambda: next((h.memory_dir for h in (self.verifier, self.vm) if h), None),
+            lambda: memory_dir_of_pid(self.worker.popen_pid if self.worker else None),
+        )
+        sampler.start()
         try:
             try:
                 await self.stages(scratch)
@@ -791,6 +797,7 @@ class Trial:
                 if not await self._name_guest_disk_full():
                     self.crashed = True
         finally:
+            memory = sampler.stop()  # before teardown releases the cgroups it reads
             with self.step("teardown"):
                 vm_final = self.vm_final or (
                     vm_record(self.vm, self.vm_category, self.o.profile, backend=self.o.backend)
@@ -816,6 +823,7 @@ class Trial:
             self.keep("vm", vm_final)
         if verifier_final is not None:
             self.keep("verifier_vm", verifier_final)
+        self.keep("memory", memory)
         with self.step("bundle"):
             hoststate = host_state_record(before, self.host_snapshot(trials_root))
             return self.bundle(started_ms, cleanup, hoststate)

@@ -13,7 +13,7 @@ from receipts.records.hoststate import (
     HostStateRecordV1,
 )
 from receipts.records.image import ImageRecord
-from receipts.records.memory import HeadroomSample, MemoryRecord
+from receipts.records.memory import HeadroomSample, MemoryRecord, MemoryRecordV1, MemorySample
 from receipts.records.model import ModelRecord, TensorCounts
 from receipts.records.preflight import PreflightRecord
 from receipts.records.source import SourceRecord
@@ -36,6 +36,8 @@ __all__ = [
     "HostStateRecordV1",
     "ImageRecord",
     "MemoryRecord",
+    "MemoryRecordV1",
+    "MemorySample",
     "ModelRecord",
     "Part",
     "PreflightRecord",

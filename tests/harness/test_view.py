@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.report.page import render
 from receipts.audit import audit_and_read
 from receipts.bundle import bundle_bytes
-from receipts.records import HeadroomSample, MemoryRecord
+from receipts.records import MemoryRecord, MemorySample
 from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial, replace
 from tests.receipts.legacy import v1_receipt
@@ -38,7 +38,15 @@ def _page(data: bytes) -> tuple[str, _Collect]:
 
 def test_page_has_every_section_and_no_external_resource() -> None:
     samples = tuple(
-        HeadroomSample(at_ms=i * 50, headroom_bytes=(1 << 30) - i, deciding_scope="self")
+        MemorySample(
+            at_ms=i * 50,
+            host_available_bytes=(1 << 34) - i,
+            host_page_cache_bytes=1 << 30,
+            qemu_usage_bytes=1 << 29,
+            qemu_working_set_bytes=1 << 28,
+            worker_usage_bytes=None,
+            worker_working_set_bytes=None,
+        )
         for i in range(10)
     )
     records = dataclasses.replace(
@@ -47,7 +55,7 @@ def test_page_has_every_section_and_no_external_resource() -> None:
     html, parsed = _page(bundle_bytes(records))
     for heading in (
         "Stage timeline",
-        "Memory headroom",
+        "Memory",
         "Tool calls",
         "Verification",
         "Cleanup",
@@ -56,7 +64,10 @@ def test_page_has_every_section_and_no_external_resource() -> None:
     ):
         assert f"<h2>{heading}</h2>" in html
     assert "accepted" in html and "guestfwd_unix" in html
-    assert "polyline" in html and parsed.tags.count("svg") == 2
+    # the timeline, and one chart per memory series that was read (host available, page
+    # cache, QEMU working set); the worker's, never read in these samples, has none
+    assert "polyline" in html and parsed.tags.count("svg") == 4
+    assert "worker cgroup working set" not in html
     assert not {"script", "link", "img", "iframe", "object"} & set(parsed.tags)
     assert not any(name in {"src", "href"} for name, _value in parsed.attrs)
     assert not re.search(r"https?://", html)

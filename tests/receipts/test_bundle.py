@@ -20,7 +20,7 @@ from receipts.bundle import (
     bundle_bytes,
     write_bundle,
 )
-from receipts.records import HeadroomSample, HostStateRecordV1, MemoryRecord
+from receipts.records import HostStateRecordV1, MemoryRecord, MemorySample
 from receipts.staging import TargetExists, staged_file, staging_prefix
 from tests.receipts.builders import accepted_model_trial, replace
 
@@ -87,13 +87,20 @@ def test_manifest_lists_every_entry_with_digest() -> None:
 
 
 def test_oversize_record_is_refused_not_cut() -> None:
-    samples = tuple(
-        HeadroomSample(at_ms=i, headroom_bytes=(1 << 49) + i, deciding_scope="ancestor")
-        for i in range(1000)
+    big = 1 << 49
+    sample = MemorySample(
+        at_ms=1,
+        host_available_bytes=big,
+        host_page_cache_bytes=big,
+        qemu_usage_bytes=big,
+        qemu_working_set_bytes=big,
+        worker_usage_bytes=big,
+        worker_working_set_bytes=big,
     )
-    records = dataclasses.replace(
-        accepted_model_trial(), memory=MemoryRecord(interval_ms=50, samples=samples)
-    )
+    # past the model's own sample cap (model_construct skips it): the writer's ceiling
+    # must still refuse it, not cut it
+    oversize = MemoryRecord.model_construct(interval_ms=50, samples=(sample,) * 1000)
+    records = dataclasses.replace(accepted_model_trial(), memory=oversize)
     with pytest.raises(RecordTooLarge):
         bundle_bytes(records)
 

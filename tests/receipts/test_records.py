@@ -75,7 +75,10 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
     every = [model.schema_id() for kind in KINDS for model in kind.models()]
     assert len(set(every)) == len(every)
     legacy = [(kind, model) for kind in KINDS for model in kind.legacy]
-    assert [model.schema_id() for _kind, model in legacy] == ["harness.receipt.hoststate/1"]
+    assert [model.schema_id() for _kind, model in legacy] == [
+        "harness.receipt.hoststate/1",
+        "harness.receipt.memory/1",
+    ]
     for kind, model in legacy:
         name, _, version = model.schema_id().partition("/")
         current_name, _, current_version = kind.model.schema_id().partition("/")

@@ -29,6 +29,7 @@ from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
+from receipts.records import MemorySample
 from receipts.recordset import RecordSet
 from tests.harness.trial.guestfakes import agent_file, ended
 from tests.receipts.builders import accepted_model_trial, accepted_scripted_trial, replace
@@ -197,6 +198,16 @@ def test_an_exception_inside_a_stage_still_writes_a_valid_receipt(
     assert audit.valid and read is not None and read.trial is not None
     assert (read.trial.internal_error_stage, read.trial.failed_stage) == ("image", "image")
     assert read.preflight is not None and read.source is not None and read.image is None
+    # memory.json is written whatever the end: host figures from the first sample to
+    # the last (taken before teardown); no VM or worker cgroup ever existed here
+    memory = read.memory
+    assert memory is not None and memory.schema_ == "harness.receipt.memory/2"
+    assert len(memory.samples) >= 2
+    for sample in memory.samples:
+        assert isinstance(sample, MemorySample)
+        assert sample.host_available_bytes is not None and sample.host_available_bytes > 0
+        assert sample.host_page_cache_bytes is not None
+        assert sample.qemu_usage_bytes is None and sample.worker_working_set_bytes is None
 
 
 @pytest.mark.parametrize(
