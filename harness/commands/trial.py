@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.dispatch import DispatchRefused, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
+from harness.profiles.budgets import profile_contradiction
 from harness.trial.pipeline import TrialOptions, run_trial
 from harness.trial.progress import LiveProgress
 from receipts.canonical import canonical
@@ -52,6 +53,15 @@ def run(args: argparse.Namespace) -> int:
     except ProfileError as exc:
         print(f"harness trial: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.placement is not None:
+        contradiction = profile_contradiction(profile, args.placement)
+        if contradiction is not None:
+            print(
+                f"harness trial: profile {profile.name} with --placement {args.placement}:"
+                f" {contradiction}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     script: Path | None = None
     if args.agent.startswith("scripted:"):
         script = Path(args.agent.removeprefix("scripted:"))

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.profiles.budgets import budget_contradiction
+from harness.profiles.budgets import profile_contradiction
 from harness.profiles.sizes import ByteSize
 from receipts.records.agent import ApprovalsPolicy
 
@@ -173,18 +173,7 @@ class Profile(Section):
 
     @model_validator(mode="after")
     def _cross_sections(self) -> Profile:
-        memory = self.memory
-        contradiction = budget_contradiction(
-            guest_ram=memory.guest_ram,
-            qemu_cgroup_limit=memory.qemu_cgroup_limit,
-            host_admission_floor=memory.host_admission_floor,
-            worker_cgroup_limit=memory.worker_cgroup_limit,
-            request_admission_floor=memory.request_admission_floor,
-            runtime_guard=memory.runtime_guard,
-            model_working_set=memory.model_working_set,
-            tcg_tb_size_mib=self.vm.tcg_tb_size_mib,
-            placement=self.worker.placement,
-        )
+        contradiction = profile_contradiction(self)
         if contradiction is not None:
             raise ValueError(contradiction)
         if self.agent.wall_deadline_s > self.vm.deadline_s:

@@ -14,8 +14,14 @@ from typing import Any
 
 import pytest
 
+from harness.cli import main
 from harness.profiles import ProfileError, load_profile
-from harness.profiles.budgets import MIB, REQUEST_NEED_BOUND, budget_contradiction
+from harness.profiles.budgets import (
+    MIB,
+    REQUEST_NEED_BOUND,
+    budget_contradiction,
+    profile_contradiction,
+)
 from harness.profiles.load import PROFILES_DIR
 from tests.harness.profiles.test_load import _to_toml
 
@@ -154,19 +160,17 @@ def test_the_seed_floors_are_refused_through_the_loader(tmp_path: Path) -> None:
 
 def test_shipped_profiles_meet_every_relation() -> None:
     for name in ("qwen4b", "smollm2", "tiny"):
-        profile = load_profile(name)
-        memory = profile.memory
-        assert (
-            budget_contradiction(
-                guest_ram=memory.guest_ram,
-                qemu_cgroup_limit=memory.qemu_cgroup_limit,
-                host_admission_floor=memory.host_admission_floor,
-                worker_cgroup_limit=memory.worker_cgroup_limit,
-                request_admission_floor=memory.request_admission_floor,
-                runtime_guard=memory.runtime_guard,
-                model_working_set=memory.model_working_set,
-                tcg_tb_size_mib=profile.vm.tcg_tb_size_mib,
-                placement=profile.worker.placement,
-            )
-            is None
-        )
+        assert profile_contradiction(load_profile(name)) is None
+
+
+def test_a_placement_override_that_breaks_the_budgets_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """qwen4b's 12 GiB worker cgroup cannot sit inside its 2 GiB guest: `--placement
+    guest` is a usage error before anything starts, not a worker killed in the guest."""
+    argv = ["trial", "--profile", "qwen4b", "--placement", "guest", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    message = capsys.readouterr().err
+    assert message.startswith("harness trial: profile qwen4b with --placement guest: ")
+    assert "memory.worker_cgroup_limit must be below memory.guest_ram" in message
+    assert not list(tmp_path.iterdir())  # no receipt: nothing started
