@@ -1,0 +1,80 @@
+"""tree_sha256: one digest of a tree's regular files, computed the same on both sides."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from receipts.canonical import canonical
+from receipts.treedigest import TreeDigestError, tree_entries, tree_sha256
+
+
+def _tree(root: Path) -> Path:
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "a.py").write_bytes(b"print(1)\n")
+    (root / "pkg" / "sub" / "b.txt").write_bytes(b"")
+    (root / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (root / "run.sh").chmod(0o755)
+    return root
+
+
+def test_the_digest_is_the_canonical_list_of_regular_files(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "t")
+    expected = [
+        ["a.py", 9, hashlib.sha256(b"print(1)\n").hexdigest(), False],
+        ["pkg/sub/b.txt", 0, hashlib.sha256(b"").hexdigest(), False],
+        ["run.sh", 10, hashlib.sha256(b"#!/bin/sh\n").hexdigest(), True],
+    ]
+    assert tree_entries(root) == expected
+    assert tree_sha256(root) == hashlib.sha256(canonical(expected)).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["content", "rename", "mode", "add", "remove"],
+)
+def test_every_change_of_a_regular_file_changes_the_digest(tmp_path: Path, change: str) -> None:
+    root = _tree(tmp_path / "t")
+    before = tree_sha256(root)
+    if change == "content":
+        (root / "a.py").write_bytes(b"print(2)\n")
+    elif change == "rename":
+        (root / "a.py").rename(root / "c.py")
+    elif change == "mode":
+        (root / "a.py").chmod(0o700)
+    elif change == "add":
+        (root / "pkg" / "new").write_bytes(b"")
+    else:
+        (root / "pkg" / "sub" / "b.txt").unlink()
+    assert tree_sha256(root) != before
+
+
+def test_non_regular_entries_are_skipped_always(tmp_path: Path) -> None:
+    """Links (to files and directories), FIFOs and empty directories change nothing, and
+    a linked directory is not followed."""
+    root = _tree(tmp_path / "t")
+    before = tree_sha256(root)
+    os.symlink(root / "a.py", root / "link.py")
+    os.symlink(root / "pkg", root / "pkglink")
+    os.mkfifo(root / "fifo")
+    (root / "empty").mkdir()
+    assert tree_sha256(root) == before
+
+
+def test_a_root_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"")
+    with pytest.raises(TreeDigestError):
+        tree_sha256(tmp_path / "f")
+    os.symlink(tmp_path, tmp_path / "dirlink")
+    with pytest.raises(TreeDigestError):
+        tree_sha256(tmp_path / "dirlink")
+
+
+def test_a_path_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "t")
+    (root / os.fsdecode(b"bad\xff")).write_bytes(b"")
+    with pytest.raises(TreeDigestError):
+        tree_sha256(root)
