@@ -12,7 +12,14 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from receipts.pintable import build_pin_table
 
@@ -34,9 +41,25 @@ class TestCommand(_Closed):
     deadline_s: Annotated[int, Field(ge=1, le=3600)]
 
 
+TestId = Annotated[
+    str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+
+
 class HiddenTests(TestCommand):
     report: Literal["junit", "tap"]
     """How the hidden test command reports results into the file named by `{report}`."""
+    expected: Annotated[tuple[TestId, ...], Field(min_length=1, max_length=10_000)]
+    """The hidden tests' IDs as the report names them (guest/verify/reports.py): JUnit
+    `classname::name`, TAP leaf test names. The host ships the hidden tests, so it knows
+    them; a report naming any other set is `report_inconsistent`."""
+
+    @field_validator("expected")
+    @classmethod
+    def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("expected test IDs repeat")
+        return value
 
 
 class Task(_Closed):

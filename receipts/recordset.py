@@ -13,6 +13,7 @@ from typing import Final
 
 from receipts.records import (
     AgentRecord,
+    AgentRecordV1,
     AgentTurnRecord,
     CleanupRecord,
     DispatchRecord,
@@ -27,8 +28,10 @@ from receipts.records import (
     Record,
     SourceRecord,
     ToolCallRecord,
+    ToolCallRecordV1,
     TrialRecord,
     VerificationRecord,
+    VerificationRecordV1,
     VerifierVmRecord,
     VmRecord,
     WorkerRecord,
@@ -53,13 +56,13 @@ class RecordSet:
     that verified inside the agent's guest)."""
     gate: GateRecord | None = None
     worker: WorkerRecord | None = None
-    agent: AgentRecord | None = None
-    verification: VerificationRecord | None = None
+    agent: AgentRecord | AgentRecordV1 | None = None
+    verification: VerificationRecord | VerificationRecordV1 | None = None
     hoststate: HostStateRecord | HostStateRecordV1 | None = None
     memory: MemoryRecord | MemoryRecordV1 | None = None
     worker_requests: tuple[WorkerRequestRecord, ...] = field(default=())
     agent_turns: tuple[AgentTurnRecord, ...] = field(default=())
-    tool_calls: tuple[ToolCallRecord, ...] = field(default=())
+    tool_calls: tuple[ToolCallRecord | ToolCallRecordV1, ...] = field(default=())
     cleanup: tuple[CleanupRecord, ...] = field(default=())
 
     def stage_record(self, stage: Stage) -> Record | None:
@@ -112,13 +115,13 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("verifier_vm", VerifierVmRecord, sequence=False),
     Kind("gate", GateRecord, sequence=False),
     Kind("worker", WorkerRecord, sequence=False),
-    Kind("agent", AgentRecord, sequence=False),
-    Kind("verification", VerificationRecord, sequence=False),
+    Kind("agent", AgentRecord, sequence=False, legacy=(AgentRecordV1,)),
+    Kind("verification", VerificationRecord, sequence=False, legacy=(VerificationRecordV1,)),
     Kind("hoststate", HostStateRecord, sequence=False, legacy=(HostStateRecordV1,)),
     Kind("memory", MemoryRecord, sequence=False, legacy=(MemoryRecordV1,)),
     Kind("worker_requests", WorkerRequestRecord, sequence=True),
     Kind("agent_turns", AgentTurnRecord, sequence=True),
-    Kind("tool_calls", ToolCallRecord, sequence=True),
+    Kind("tool_calls", ToolCallRecord, sequence=True, legacy=(ToolCallRecordV1,)),
     Kind("cleanup", CleanupRecord, sequence=True),
 )
 KIND_BY_NAME: Final[dict[str, Kind]] = {kind.name: kind for kind in KINDS}

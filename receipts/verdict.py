@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import cast
 
 from receipts.cleanupset import missing_cleanup
-from receipts.records.agent import AGENT_FAILURES, AgentRecord
+from receipts.records.agent import AGENT_FAILURES, AgentRecord, AgentRecordV1
 from receipts.records.base import Record
 from receipts.records.trial import STAGE_ORDER, Stage, TrialRecord, Verdict
 from receipts.recordset import RecordSet
@@ -35,7 +35,7 @@ def stage_succeeded(record: Record) -> bool:
     """Whether a stage record reports success. An agent that stopped on one of its own
     budgets succeeded as a stage: whether the task was done is for verification."""
     category = getattr(record, "category", None)
-    if isinstance(record, AgentRecord):
+    if isinstance(record, AgentRecord | AgentRecordV1):
         return category not in AGENT_FAILURES
     return category == "ok"
 

@@ -4,9 +4,13 @@
         (--script FILE | --endpoint URL [--uds PATH] --model NAME --max-tokens N
          --request-timeout-s S) --limits JSON --approvals POLICY
 
-Run through the runtime gate (guest/gate/bootstrap.py), never directly. Writes one
-canonical JSON object {agent, turns, tool_calls} of closed records to OUT; prints
-nothing of the model's or the tools' text.
+Run through the runtime gate (guest/gate/bootstrap.py), never directly, as root: it
+prepares the sandbox (guest/tools/sandbox.py: the workspace becomes the agent uid's,
+the records' directory must be out of that uid's reach) and every command a tool runs
+for the model runs as that uid in its own cgroup. After the loop it reads what is left
+of the uid. Writes one canonical JSON object {agent, turns, tool_calls} of closed
+records to OUT (as root, where the agent's code cannot write); prints nothing of the
+model's or the tools' text.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from guest.agent.loop import AgentLimits, AgentRun, run_agent
 from guest.agent.policy import ModelPolicy, Policy, ScriptedPolicy
 from guest.task import load_task
 from guest.tools.registry import ToolSet
+from guest.tools.sandbox import AGENT_CGROUP, CgroupLimits, Sandbox, finish, prepare
 from receipts.canonical import canonical
 
 
@@ -39,6 +44,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--request-timeout-s", type=float, default=600.0)
+    parser.add_argument("--cgroup-parent", type=Path, default=AGENT_CGROUP)
+    parser.add_argument(
+        "--cgroup-limits",
+        choices=("on", "off"),
+        default="on",
+        help="off: no controller limits, for a host whose cgroup v2 has no controllers "
+        "(the test host's hybrid hierarchy); a trial never passes it",
+    )
     return parser.parse_args(argv)
 
 
@@ -52,7 +65,7 @@ def records_json(run: AgentRun) -> bytes:
     )
 
 
-async def main_async(args: argparse.Namespace) -> AgentRun:
+async def main_async(args: argparse.Namespace, sandbox: Sandbox) -> AgentRun:
     task = load_task(args.task_dir, full=False)
     limits = AgentLimits(**json.loads(args.limits))
     policy: Policy
@@ -71,8 +84,10 @@ async def main_async(args: argparse.Namespace) -> AgentRun:
         )
         policy = model
     try:
-        with ToolSet(args.workspace, list(task.tests.command), [], args.approvals) as tools:
-            return await run_agent(task, tools, policy, limits)
+        with ToolSet(
+            args.workspace, list(task.tests.command), [], args.approvals, sandbox=sandbox
+        ) as tools:
+            return await run_agent(task, tools, policy, limits, lambda: finish(sandbox))
     finally:
         if model is not None:
             await model.aclose()
@@ -80,7 +95,12 @@ async def main_async(args: argparse.Namespace) -> AgentRun:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    run = asyncio.run(main_async(args))
+    sandbox = Sandbox(
+        parent=args.cgroup_parent,
+        limits=CgroupLimits() if args.cgroup_limits == "on" else None,
+    )
+    prepare(sandbox, args.workspace, args.records)  # refuses (exits non-zero) if it cannot
+    run = asyncio.run(main_async(args, sandbox))
     args.records.write_bytes(records_json(run))
     return 0
 

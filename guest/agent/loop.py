@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import get_args
 
@@ -22,7 +23,7 @@ from guest.task import Task
 from guest.tools.registry import ToolSet
 from guest.tools.result import RunTestsDetails, ToolResult
 from receipts.records import AgentRecord, AgentTurnRecord, ToolCallRecord
-from receipts.records.agent import AgentCategory, InvalidCallCategory
+from receipts.records.agent import AgentCategory, CgroupEnd, InvalidCallCategory
 
 _INVALID: frozenset[str] = frozenset(get_args(InvalidCallCategory))
 
@@ -115,6 +116,7 @@ class _Loop:
                 edit_match=getattr(details, "match", None),
                 run_exit=run.exit if run else None,
                 net_isolation=run.net_isolation if run else None,
+                cgroup_end=run.cgroup_end if run else None,
                 output_bytes=result.bytes_out,
                 truncated=result.truncated,
                 duration_ms=result.duration_ms,
@@ -155,13 +157,27 @@ class _Loop:
         return exhausted
 
 
-async def run_agent(task: Task, tools: ToolSet, policy: Policy, limits: AgentLimits) -> AgentRun:
+Confinement = Callable[[], tuple[int | None, CgroupEnd]]
+"""After the loop: what is left of the agent's code (guest/tools/sandbox.py `finish`):
+processes of its uid (None: unread) and how its cgroup ended."""
+
+
+async def run_agent(
+    task: Task, tools: ToolSet, policy: Policy, limits: AgentLimits, confinement: Confinement
+) -> AgentRun:
+    """Run the loop, then read (never assume) that nothing the agent's code started is
+    left: anything left, or a call whose cgroup was not shown empty, or a reading that
+    failed, ends the run as `confinement_breached` whatever the loop did."""
     started = time.monotonic()
     loop = _Loop(task, tools, policy, limits)
     try:
-        category = await loop.run()
+        category: AgentCategory = await loop.run()
     except Exception:  # noqa: BLE001 - any crash of the loop itself is a closed category
         category = "agent_crashed"
+    processes_left, agent_cgroup = await asyncio.to_thread(confinement)
+    calls_emptied = all(call.cgroup_end in (None, "emptied") for call in loop.calls)
+    if not (processes_left == 0 and agent_cgroup == "emptied" and calls_emptied):
+        category = "confinement_breached"
     turns = tuple(loop.turns)
     return AgentRun(
         agent=AgentRecord(
@@ -172,6 +188,8 @@ async def run_agent(task: Task, tools: ToolSet, policy: Policy, limits: AgentLim
             invalid_tool_calls=sum(turn.kind == "invalid_tool_call" for turn in turns),
             prompt_tokens_total=sum(turn.prompt_tokens for turn in turns),
             completion_tokens_total=sum(turn.completion_tokens for turn in turns),
+            processes_left=processes_left,
+            agent_cgroup=agent_cgroup,
             duration_ms=_ms(started),
         ),
         turns=turns,

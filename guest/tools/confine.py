@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import resource
 import select
@@ -32,11 +33,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from guest.tools.categories import NetIsolation, NetMechanism, NetPolicy, RunExit
+from guest.tools.sandbox import (
+    Sandbox,
+    create_call_cgroup,
+    drop_privileges,
+    kill_and_confirm,
+    open_procs,
+    private_mounts,
+)
+from receipts.records.agent import CgroupEnd
 
 CLONE_NEWNET = 0x40000000
 _NS_LINK = "/proc/self/ns/net"
@@ -68,6 +79,8 @@ class RunReport:
     output_bytes: int
     omitted_bytes: int
     duration_ms: int
+    cgroup_end: CgroupEnd | None = None
+    """With a sandbox: how the call's cgroup ended (guest/tools/sandbox.py)."""
 
 
 def _load_libc_unshare() -> Callable[[int], int] | None:
@@ -122,11 +135,21 @@ RunAs = tuple[int, int]
 
 
 def _preexec(
-    limits: RunLimits, mark_fd: int | None, run_as: RunAs | None = None
+    limits: RunLimits,
+    mark_fd: int | None,
+    run_as: RunAs | None = None,
+    sandbox: Sandbox | None = None,
+    cgroup_fd: int | None = None,
 ) -> Callable[[], None]:
-    """The child's last steps before exec. Raising here aborts the exec."""
+    """The child's last steps before exec. Raising here aborts the exec. With a sandbox:
+    join the call's cgroup first, then the private mounts, and drop to the agent's uid
+    last (every step before it needs root)."""
 
     def run() -> None:
+        if cgroup_fd is not None:
+            os.write(cgroup_fd, b"0")
+        if sandbox is not None:
+            private_mounts(sandbox.private_dirs)
         if mark_fd is not None:
             assert _LIBC_UNSHARE is not None
             if _LIBC_UNSHARE(CLONE_NEWNET) != 0:
@@ -137,7 +160,9 @@ def _preexec(
                 ns = ""
             os.write(mark_fd, ("ok:" + ns).encode()[:_MARK_BYTES])
         _set_limits(limits)
-        if run_as is not None:
+        if sandbox is not None:
+            drop_privileges(sandbox.uid, sandbox.gid)
+        elif run_as is not None:
             uid, gid = run_as
             os.setgroups([])
             os.setgid(gid)
@@ -256,23 +281,27 @@ def run_confined(
     net_policy: NetPolicy,
     mechanism: Literal["auto", "unshare_syscall", "unshare_binary"] = "auto",
     run_as: RunAs | None = None,
+    sandbox: Sandbox | None = None,
 ) -> RunReport:
     """Run `argv` under `limits`; see the module docstring for the guarantees.
 
     `run_as` drops to that user in the child; it needs the syscall mechanism (the
-    `unshare` binary would have to run as root after the drop), or none.
+    `unshare` binary would have to run as root after the drop), or none. `sandbox`
+    runs the command as the agent's uid in its own cgroup and mount namespace
+    (guest/tools/sandbox.py) and kills the whole cgroup when the leader ends; it
+    raises SandboxUnavailable when the call's cgroup cannot be made.
     """
     start = time.monotonic()
     chosen: NetMechanism = "none"
     if net_policy != "disabled":
         chosen = available_mechanism() if mechanism == "auto" else mechanism
-    if run_as is not None and chosen == "unshare_binary":
-        raise ValueError("run_as needs the unshare syscall mechanism")
+    if (run_as is not None or sandbox is not None) and chosen == "unshare_binary":
+        raise ValueError("run_as and sandbox need the unshare syscall mechanism")
     report = _attempt(argv, cwd=cwd, env=env, limits=limits, mechanism=chosen, start=start,
-                      run_as=run_as)  # fmt: skip
+                      run_as=run_as, sandbox=sandbox)  # fmt: skip
     if report is None and net_policy == "best_effort" and chosen != "none":
         report = _attempt(argv, cwd=cwd, env=env, limits=limits, mechanism="none", start=start,
-                          run_as=run_as)  # fmt: skip
+                          run_as=run_as, sandbox=sandbox)  # fmt: skip
     if report is None:
         return RunReport(
             exit=None,
@@ -296,11 +325,38 @@ def _attempt(
     mechanism: NetMechanism,
     start: float,
     run_as: RunAs | None = None,
+    sandbox: Sandbox | None = None,
 ) -> RunReport | None:
     """One try with `mechanism`; None when isolation failed before the command ran.
 
     Raises OSError when the command itself cannot be started.
     """
+    group = create_call_cgroup(sandbox) if sandbox is not None else None
+    cgroup_end: CgroupEnd | None = None
+    try:
+        report = _attempt_in(argv, cwd=cwd, env=env, limits=limits, mechanism=mechanism,
+                             start=start, run_as=run_as, sandbox=sandbox, group=group)  # fmt: skip
+    finally:
+        if group is not None:
+            # Every process the command started, detached ones included, ends here.
+            cgroup_end = kill_and_confirm(group)
+    if report is None or group is None:
+        return report
+    return dataclasses.replace(report, cgroup_end=cgroup_end)
+
+
+def _attempt_in(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    limits: RunLimits,
+    mechanism: NetMechanism,
+    start: float,
+    run_as: RunAs | None,
+    sandbox: Sandbox | None,
+    group: Path | None,
+) -> RunReport | None:
     mark_r, mark_w = os.pipe()
     out_r, out_w = os.pipe()
     full_argv = list(argv)
@@ -313,6 +369,7 @@ def _attempt(
         full_argv = [unshare, "-n", "--", "/bin/sh", "-c", _BINARY_WRAPPER, "sh", *argv]
         stdin = mark_w
     ours = own_net_namespace()
+    cgroup_fd = open_procs(group) if group is not None else None
     try:
         try:
             proc = subprocess.Popen(
@@ -326,7 +383,7 @@ def _attempt(
                 # setrlimit and unshare must run in the child before exec; subprocess
                 # offers no other hook. The preexec touches no locks: two syscalls,
                 # one readlink and one write (PLW1509's threads concern).
-                preexec_fn=_preexec(limits, preexec_mark, run_as),  # noqa: PLW1509
+                preexec_fn=_preexec(limits, preexec_mark, run_as, sandbox, cgroup_fd),  # noqa: PLW1509
                 close_fds=True,
             )
         except subprocess.SubprocessError:
@@ -334,12 +391,17 @@ def _attempt(
         finally:
             os.close(out_w)
             os.close(mark_w)
+            if cgroup_fd is not None:
+                os.close(cgroup_fd)
         tail = _Tail(out_r, limits.tail_bytes)
         deadline = start + limits.wall_seconds
         mark = None
         if mechanism != "none":
             mark = _read_mark(mark_r, deadline)
         timed_out = _wait_unreaped(proc.pid, deadline)
+        if group is not None:
+            with contextlib.suppress(OSError):  # its end is read (and retried) by the caller
+                (group / "cgroup.kill").write_text("1")
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         # Reap with wait4 for the leader's CPU use; tell Popen it is reaped.

@@ -33,6 +33,7 @@ from guest.tools.permissions import PermissionDecision, PermissionPolicy, Permis
 from guest.tools.read import ReadTool
 from guest.tools.result import ToolOutput, ToolResult, refusal
 from guest.tools.run_tests import RunTestsTool
+from guest.tools.sandbox import Sandbox
 from guest.tools.spec import openai_tool
 from guest.tools.write import WriteTool
 
@@ -40,7 +41,13 @@ from guest.tools.write import WriteTool
 MAX_RESULT_BYTES = 64 * 1024
 _TRUNCATION_NOTE = "\n(Output truncated.)"
 
-DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+DEFAULT_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+}
+"""HOME and TMPDIR are the sandbox's private tmp (guest/tools/sandbox.py)."""
 
 
 class ToolSet:
@@ -58,6 +65,7 @@ class ToolSet:
         net_mechanism: Literal["auto", "unshare_syscall", "unshare_binary"] = "auto",
         test_env: Mapping[str, str] | None = None,
         grep_deadline_s: float = DEFAULT_DEADLINE_S,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._jail = Jail(workspace_root)
         self._policy = PermissionPolicy(rules, approvals)
@@ -75,6 +83,7 @@ class ToolSet:
                 limits=run_limits or RunLimits(),
                 net_policy=net_policy,
                 mechanism=net_mechanism,
+                sandbox=sandbox,
             ),
             FinishTool(),
         ]

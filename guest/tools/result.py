@@ -23,6 +23,7 @@ from guest.tools.categories import (
     ToolName,
 )
 from guest.tools.permissions import PermissionDecision
+from receipts.records.agent import CgroupEnd
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, strict=True)
 NonNegInt = Annotated[int, Field(ge=0, le=2**53)]
@@ -55,6 +56,8 @@ class RunTestsDetails(BaseModel):
     returncode: int | None
     net_isolation: NetIsolation
     net_mechanism: NetMechanism
+    cgroup_end: CgroupEnd | None = None
+    """How the call's cgroup ended; None when the command ran unconfined (tests only)."""
     output_bytes: NonNegInt
 
 

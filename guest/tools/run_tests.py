@@ -3,7 +3,9 @@
 The command is fixed when the tool set is built (an argv list from the task), never
 taken from the model: the model chooses *when* to run the tests, not *what* runs.
 The model gets the exit category, whether the network was isolated, and the last
-lines of output; the result's details carry only categories and counts.
+lines of output; the result's details carry only categories and counts. With a
+sandbox (the agent runner always gives one) the command runs as the agent's uid in
+its own cgroup, killed and shown empty when it ends (guest/tools/sandbox.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from guest.tools.categories import NetPolicy
 from guest.tools.confine import RunLimits, run_confined
 from guest.tools.jail import RelPath
 from guest.tools.result import RunTestsDetails, ToolOutput, refusal
+from guest.tools.sandbox import Sandbox, SandboxUnavailable
 
 
 class RunTestsArgs(BaseModel):
@@ -41,6 +44,7 @@ class RunTestsTool(Tool[RunTestsArgs]):
         limits: RunLimits,
         net_policy: NetPolicy,
         mechanism: Literal["auto", "unshare_syscall", "unshare_binary"] = "auto",
+        sandbox: Sandbox | None = None,
     ) -> None:
         if not argv or any(not isinstance(a, str) or "\x00" in a for a in argv):
             raise ValueError("test command must be a non-empty argv list of strings")
@@ -50,6 +54,7 @@ class RunTestsTool(Tool[RunTestsArgs]):
         self._limits = limits
         self._net_policy = net_policy
         self._mechanism = mechanism
+        self._sandbox = sandbox
 
     def run(self, args: RunTestsArgs, path: RelPath | None) -> ToolOutput:
         del args, path
@@ -61,7 +66,10 @@ class RunTestsTool(Tool[RunTestsArgs]):
                 limits=self._limits,
                 net_policy=self._net_policy,
                 mechanism=self._mechanism,
+                sandbox=self._sandbox,
             )
+        except SandboxUnavailable:
+            return refusal("spawn_failed")  # the call's cgroup could not be made
         except OSError:
             return refusal("spawn_failed")
         if report.exit is None:
@@ -92,6 +100,7 @@ class RunTestsTool(Tool[RunTestsArgs]):
                 returncode=report.returncode,
                 net_isolation=report.net_isolation,
                 net_mechanism=report.net_mechanism,
+                cgroup_end=report.cgroup_end,
                 output_bytes=report.output_bytes,
             ),
         )

@@ -1,8 +1,15 @@
-"""Read hidden-test counts from the runner's own report file (JUnit XML or TAP).
+"""Read hidden-test counts and test IDs from the runner's own report file (JUnit XML or TAP).
 
-Counts come from the report, and are cross-checked against the runner's exit status
-by the caller: a report that says "all passed" from a runner that exited non-zero (or
-the reverse) is inconsistent, not a pass.
+Counts come from the report, and are cross-checked by the caller against the runner's
+exit status (a report that says "all passed" from a runner that exited non-zero, or
+the reverse, is inconsistent, not a pass) and against the task: the IDs of the tests
+the report names must be exactly the hidden test IDs the task declares. A report about
+other tests (a hidden test file rewritten to `def test_ok(): pass`, a test renamed,
+dropped, added or reported twice) is inconsistent, never a pass.
+
+Test IDs: for JUnit (pytest), `classname::name` of every `testcase`; for TAP (node's
+test runner), the name of every leaf test point (one with no subtests before it, so a
+file-level wrapper some node versions add is not a test), YAML diagnostic blocks skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +32,18 @@ class Counts:
     skipped: int
 
 
+@dataclass(frozen=True)
+class Report:
+    counts: Counts
+    ids: tuple[str, ...]
+    """Every test the report names, in report order, duplicates kept."""
+
+
+def ids_match(ids: tuple[str, ...], expected: tuple[str, ...]) -> bool:
+    """Exactly the expected tests, each once: no test missing, extra, renamed or repeated."""
+    return len(ids) == len(set(ids)) and sorted(ids) == sorted(expected)
+
+
 class ReportUnreadable(ValueError):
     """Missing, oversized or malformed report: the counts are unknown, not zero."""
 
@@ -38,6 +57,16 @@ def _read(path: Path) -> bytes:
     if len(data) > MAX_REPORT_BYTES:
         raise ReportUnreadable("oversized")
     return data
+
+
+def junit_ids(data: bytes) -> tuple[str, ...]:
+    try:
+        root = ElementTree.fromstring(data)
+    except ElementTree.ParseError as exc:
+        raise ReportUnreadable("malformed") from exc
+    return tuple(
+        f"{case.get('classname', '')}::{case.get('name', '')}" for case in root.iter("testcase")
+    )
 
 
 def junit_counts(data: bytes) -> Counts:
@@ -73,6 +102,33 @@ def tap_counts(data: bytes) -> Counts:
     return Counts(passed=found["pass"], failed=found["fail"], errored=errored, skipped=skipped)
 
 
-def read_counts(path: Path, kind: Literal["junit", "tap"]) -> Counts:
+_TAP_POINT = re.compile(r"^( *)(?:not )?ok \d+(?: - (.*?))?(?: # (?:SKIP|TODO)\b.*)?$")
+
+
+def tap_ids(data: bytes) -> tuple[str, ...]:
+    """Leaf test point names; a `---` ... `...` YAML block after a point is skipped."""
+    names: list[str] = []
+    previous_indent = -1
+    block_end: str | None = None
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        if block_end is not None:
+            if line.rstrip() == block_end:
+                block_end = None
+            continue
+        match = _TAP_POINT.match(line)
+        if match is None:
+            if line.strip() == "---":
+                block_end = line.rstrip()[:-3] + "..."
+            continue
+        indent = len(match.group(1))
+        if indent >= previous_indent:  # a point after a deeper one is its subtests' parent
+            names.append(match.group(2) or "")
+        previous_indent = indent
+    return tuple(names)
+
+
+def read_report(path: Path, kind: Literal["junit", "tap"]) -> Report:
     data = _read(path)
-    return junit_counts(data) if kind == "junit" else tap_counts(data)
+    if kind == "junit":
+        return Report(junit_counts(data), junit_ids(data))
+    return Report(tap_counts(data), tap_ids(data))

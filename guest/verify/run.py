@@ -6,10 +6,16 @@ only) into a fresh directory, put the task's hidden tests beside it (replacing a
 its own process group, with rlimits, a deadline and no network, and read the counts
 from the runner's report. The agent's own `run_tests` results play no part.
 
+The report is judged twice: against the runner's exit status, and against the task's
+declared hidden test IDs (exactly that set, each once), so a report about other tests
+is `report_inconsistent`. The record carries the digest of the workspace copy that was
+verified (receipts.treedigest, taken right after the copy, before the hidden tests are
+put beside it) and closed flags for changes that reach into test infrastructure.
+
 Limits of what this proves: the agent's code runs inside the test process, so code
-written to cheat (exit early with success, rewrite the report) can; the cross-check
-of report and exit status, the fixed runner options (-I, --noconftest, the task's
-own ini file) and `fixture_changed` catch the common forms, not every form.
+written to cheat (exit early with success, rewrite the report) can; the cross-checks
+of the report, the fixed runner options (-I, --noconftest, the task's own ini file)
+and `fixture_changed` catch the common forms, not every form.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from pathlib import Path
 
 from guest.task import REPORT_PLACEHOLDER, Task
 from guest.tools.confine import RunAs, RunLimits, run_confined
-from guest.verify.reports import Counts, ReportUnreadable, read_counts
-from guest.verify.snapshot import copy_regular_tree, describe_change
+from guest.verify.reports import Counts, Report, ReportUnreadable, ids_match, read_report
+from guest.verify.snapshot import copy_regular_tree, describe_change, plugin_modules
 from receipts.records import VerificationRecord
-from receipts.records.verification import VerificationCategory
+from receipts.records.verification import ReportIds, VerificationCategory
+from receipts.treedigest import tree_sha256
 
 NOBODY: RunAs = (65534, 65534)
 HIDDEN_DIR = "hidden_tests"
@@ -59,13 +66,15 @@ def traversable_by(path: Path, run_as: RunAs) -> bool:
 
 def _prepare(
     task_dir: Path, final_workspace: Path, scratch: Path, run_as: RunAs
-) -> tuple[Path, Path]:
-    """The fresh copy with the hidden tests, and the report path (outside the copy)."""
+) -> tuple[Path, Path, str]:
+    """The fresh copy with the hidden tests, the report path (outside the copy), and the
+    tree digest of the copy as received (before the hidden tests are put in)."""
     scratch.mkdir(mode=0o755, parents=True, exist_ok=False)
     if not traversable_by(scratch, run_as):
         raise PermissionError("scratch is not reachable by the unprivileged user")
     fresh = scratch / "workspace"
     copy_regular_tree(final_workspace, fresh)
+    digest = tree_sha256(fresh)
     shutil.rmtree(fresh / HIDDEN_DIR, ignore_errors=True)
     if (fresh / HIDDEN_DIR).exists() or (fresh / HIDDEN_DIR).is_symlink():
         (fresh / HIDDEN_DIR).unlink()
@@ -74,13 +83,18 @@ def _prepare(
     reports.mkdir(mode=0o755)
     _chown_tree(fresh, run_as)
     _chown_tree(reports, run_as)
-    return fresh, reports / "report"
+    return fresh, reports / "report", digest
 
 
-def _judge(returncode: int | None, counts: Counts) -> VerificationCategory:
+def _judge(
+    returncode: int | None, report: Report, expected: tuple[str, ...]
+) -> VerificationCategory:
+    counts = report.counts
     all_passed = counts.failed == 0 and counts.errored == 0 and counts.passed > 0
     if (returncode == 0) != all_passed:
         return "report_inconsistent"
+    if not ids_match(report.ids, expected):
+        return "report_inconsistent"  # a report about other tests than the task's
     return "ok"
 
 
@@ -94,13 +108,17 @@ def verify(
     run_as: RunAs = NOBODY,
 ) -> VerificationRecord:
     started = time.monotonic()
-    change = describe_change(task_dir / "workspace", final_workspace, task.fixtures)
+    plugins = plugin_modules(task.tests.command, task.hidden.command)
+    change = describe_change(task_dir / "workspace", final_workspace, task.fixtures, plugins)
     counts = Counts(passed=0, failed=0, errored=0, skipped=0)
+    report_ids: ReportIds = "unread"
+    workspace_sha256: str | None = None
     try:
-        fresh, report = _prepare(task_dir, final_workspace, scratch, run_as)
-    except OSError:
+        fresh, report, workspace_sha256 = _prepare(task_dir, final_workspace, scratch, run_as)
+    except (OSError, ValueError):  # ValueError: a path treedigest cannot name
         category: VerificationCategory = "workspace_unreadable"
         isolation = "not_applied"
+        workspace_sha256 = None
     else:
         argv = [arg.replace(REPORT_PLACEHOLDER, str(report)) for arg in task.hidden.command]
         env = {
@@ -128,13 +146,17 @@ def verify(
             category = "timeout"
         else:
             try:
-                counts = read_counts(report, task.hidden.report)
+                read = read_report(report, task.hidden.report)
             except ReportUnreadable:
                 category = "report_missing"
             else:
-                category = _judge(run.returncode, counts)
+                counts = read.counts
+                matched = ids_match(read.ids, task.hidden.expected)
+                report_ids = "match" if matched else "mismatch"
+                category = _judge(run.returncode, read, task.hidden.expected)
     passed = (
         category == "ok"
+        and report_ids == "match"
         and counts.failed == 0
         and counts.errored == 0
         and counts.passed > 0
@@ -144,12 +166,16 @@ def verify(
         category=category,
         result="passed" if passed else "failed",
         task_sha256=task_sha256,
+        tests_expected=len(task.hidden.expected),
+        report_ids=report_ids,
         tests_passed=counts.passed,
         tests_failed=counts.failed,
         tests_errored=counts.errored,
         fixture_changed=change.fixture_changed,
         files_changed=change.files_changed,
         final_diff_sha256=change.diff_sha256,
+        workspace_sha256=workspace_sha256,
+        suspicious_changes=change.suspicious,
         net_isolation=isolation,
         duration_ms=int((time.monotonic() - started) * 1000),
     )

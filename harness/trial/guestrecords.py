@@ -129,7 +129,8 @@ def read_request_lines(data: bytes) -> tuple[WorkerRequestRecord, ...]:
 def unread_agent_record(policy: Policy, reading: HostReading = "records_invalid") -> AgentRecord:
     """The agent stage's record when its file was refused, or its command ended without one
     (`reading` names which): the failure is named, and every count is 0 because nothing
-    was read (no turn or tool-call record is kept either, so the audit's counts agree)."""
+    was read (no turn or tool-call record is kept either, so the audit's counts agree);
+    nothing of the guest's confinement was read either (`unread`, no process count)."""
     return AgentRecord(
         category=reading,
         policy=policy,
@@ -138,6 +139,8 @@ def unread_agent_record(policy: Policy, reading: HostReading = "records_invalid"
         invalid_tool_calls=0,
         prompt_tokens_total=0,
         completion_tokens_total=0,
+        processes_left=None,
+        agent_cgroup="unread",
         duration_ms=0,
     )
 
@@ -147,17 +150,21 @@ def unread_verification_record(
 ) -> VerificationRecord:
     """The verification stage's record when its file was refused, or its command ended
     without one (`reading` names which): failed, no digests (none was read), counts 0 and
-    network isolation `unread`."""
+    network isolation `unread`, no workspace digest, no flags."""
     return VerificationRecord(
         category=reading,
         result="failed",
         task_sha256=None,
+        tests_expected=0,
+        report_ids="unread",
         tests_passed=0,
         tests_failed=0,
         tests_errored=0,
         fixture_changed=False,
         files_changed=0,
         final_diff_sha256=None,
+        workspace_sha256=None,
+        suspicious_changes=(),
         net_isolation="unread",
         duration_ms=0,
     )

@@ -1,6 +1,12 @@
 """Closed record models, one module per pipeline stage."""
 
-from receipts.records.agent import AgentRecord, AgentTurnRecord, ToolCallRecord
+from receipts.records.agent import (
+    AgentRecord,
+    AgentRecordV1,
+    AgentTurnRecord,
+    ToolCallRecord,
+    ToolCallRecordV1,
+)
 from receipts.records.base import Part, Record
 from receipts.records.cleanup import CleanupRecord
 from receipts.records.dispatch import DispatchRecord
@@ -18,12 +24,13 @@ from receipts.records.model import ModelRecord, TensorCounts
 from receipts.records.preflight import PreflightRecord
 from receipts.records.source import SourceRecord
 from receipts.records.trial import TrialRecord
-from receipts.records.verification import VerificationRecord
+from receipts.records.verification import VerificationRecord, VerificationRecordV1
 from receipts.records.vm import VerifierVmRecord, VmRecord
 from receipts.records.worker import WorkerRecord, WorkerRequestRecord
 
 __all__ = [
     "AgentRecord",
+    "AgentRecordV1",
     "AgentTurnRecord",
     "AnyHostStateRecord",
     "CleanupRecord",
@@ -45,8 +52,10 @@ __all__ = [
     "SourceRecord",
     "TensorCounts",
     "ToolCallRecord",
+    "ToolCallRecordV1",
     "TrialRecord",
     "VerificationRecord",
+    "VerificationRecordV1",
     "VerifierVmRecord",
     "VmRecord",
     "WorkerRecord",

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from receipts.records.base import Record
 from receipts.records.hostreading import HOST_READINGS, HostReading
 from receipts.records.trial import Policy
 from receipts.types import ByteCount, Count, Index, Millis
 
-AgentCategory = Literal[
+AgentCategoryV1 = Literal[
     "finished",
     "turn_limit",
     "tool_call_limit",
@@ -28,16 +28,28 @@ AgentCategory = Literal[
     "agent_crashed",
     HostReading,
 ]
+"""How the loop ended, as agent/1 recorded it (read by the audit only)."""
+
+AgentCategory = Literal[AgentCategoryV1, "confinement_breached"]
 """How the loop ended. The first seven are normal ends within budget; verification decides.
 The host readings (receipts/records/hostreading.py) are the host's, not the guest's: the
 agent's record file was not strict JSON of its closed shape (`records_invalid`), or the
 agent's command ended without writing one it could trust (`gate_refused`,
 `killed_by_signal`, `deadline_exceeded`, `exited_nonzero`); nothing of the file was kept
-and every count is 0 because nothing was read, not because nothing happened."""
+and every count is 0 because nothing was read, not because nothing happened.
+`confinement_breached`: code the agent ran outlived its tool call (a call's cgroup was
+not shown empty, or a process of the agent's uid or its cgroup was left at the end);
+whatever the loop did, its workspace is not evidence."""
 
 AGENT_FAILURES: frozenset[str] = frozenset(
-    {"worker_unreachable", "worker_error", "agent_crashed", *HOST_READINGS}
+    {"worker_unreachable", "worker_error", "agent_crashed", "confinement_breached", *HOST_READINGS}
 )
+
+CgroupEnd = Literal["emptied", "not_emptied", "unread"]
+"""How a cgroup of agent-run code ended, read by root in the guest: `emptied` when it was
+killed (`cgroup.kill`), `cgroup.events` read `populated 0`, `cgroup.procs` read empty
+and it was removed; `not_emptied` when a member was still there at the deadline;
+`unread` when a read or write of the cgroup failed."""
 
 TurnKind = Literal["tool_call", "text", "invalid_tool_call", "refused"]
 
@@ -130,7 +142,7 @@ PermissionSource = Literal["rule", "approvals_policy"]
 
 
 class AgentRecord(Record):
-    schema_: Literal["harness.receipt.agent/1"] = Field("harness.receipt.agent/1", alias="schema")
+    schema_: Literal["harness.receipt.agent/2"] = Field("harness.receipt.agent/2", alias="schema")
     category: AgentCategory
     policy: Policy
     turns: Count
@@ -138,7 +150,25 @@ class AgentRecord(Record):
     invalid_tool_calls: Count
     prompt_tokens_total: Count
     completion_tokens_total: Count
+    processes_left: Count | None
+    """Processes of the agent's uid alive after the loop ended and every call's cgroup was
+    killed, counted by root over /proc; None when unread (or a host reading)."""
+    agent_cgroup: CgroupEnd
+    """The agent's parent cgroup (every call's cgroup inside it) at the end."""
     duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _survivors_are_a_breach(self) -> AgentRecord:
+        """A record that reports anything left of the agent's code (or could not look)
+        names the breach: it cannot also claim a normal end."""
+        if self.category in HOST_READINGS:
+            if self.processes_left is not None or self.agent_cgroup != "unread":
+                raise ValueError("a host reading read nothing of the guest's confinement")
+            return self
+        clean = self.processes_left == 0 and self.agent_cgroup == "emptied"
+        if not clean and self.category != "confinement_breached":
+            raise ValueError("anything left of the agent's code is confinement_breached")
+        return self
 
 
 class AgentTurnRecord(Record):
@@ -156,6 +186,51 @@ class AgentTurnRecord(Record):
 
 
 class ToolCallRecord(Record):
+    schema_: Literal["harness.receipt.tool_call/2"] = Field(
+        "harness.receipt.tool_call/2", alias="schema"
+    )
+    index: Index
+    turn: Index
+    tool: ToolName
+    decision: PermissionVerdict
+    decided_by: PermissionSource
+    rule_index: Index | None
+    outcome: ToolOutcome
+    edit_match: EditMatch | None
+    run_exit: RunExit | None
+    net_isolation: NetIsolation | None
+    cgroup_end: CgroupEnd | None
+    """For a `run_tests` that ran: how the call's own cgroup ended (every process the
+    command started, detached ones included, killed and shown gone); None otherwise."""
+    output_bytes: ByteCount
+    truncated: bool
+    duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _cgroup_end_for_runs(self) -> ToolCallRecord:
+        ran = self.tool == "run_tests" and self.run_exit is not None
+        if (self.cgroup_end is not None) != ran:
+            raise ValueError("cgroup_end is present exactly for a run_tests that ran")
+        return self
+
+
+class AgentRecordV1(Record):
+    """The agent record before confinement was recorded; read by the audit only."""
+
+    schema_: Literal["harness.receipt.agent/1"] = Field("harness.receipt.agent/1", alias="schema")
+    category: AgentCategoryV1
+    policy: Policy
+    turns: Count
+    tool_calls: Count
+    invalid_tool_calls: Count
+    prompt_tokens_total: Count
+    completion_tokens_total: Count
+    duration_ms: Millis
+
+
+class ToolCallRecordV1(Record):
+    """The tool call record before confinement was recorded; read by the audit only."""
+
     schema_: Literal["harness.receipt.tool_call/1"] = Field(
         "harness.receipt.tool_call/1", alias="schema"
     )

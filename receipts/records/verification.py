@@ -37,7 +37,82 @@ VERIFICATION_HOST_READINGS: frozenset[str] = HOST_READINGS | frozenset(
 """Categories only the host may write into a verification record (its stand-in)."""
 
 
+SuspiciousChange = Literal[
+    "conftest",
+    "pytest_plugin",
+    "pth_file",
+    "sitecustomize",
+    "usercustomize",
+    "hidden_tests_dir",
+    "new_top_level_entry",
+    "special_file",
+]
+"""What the final workspace adds or changes, compared to the task's original workspace,
+that can reach into a test run rather than into the code under test (a reviewer's flag,
+not a verdict): a `conftest.py` anywhere; a file named like a pytest plugin
+(`pytest_*.py`) or named by a `-p` option of the task's commands; a `*.pth` file; a
+`sitecustomize`/`usercustomize` module; a `hidden_tests/` the agent made; a top-level
+entry the original workspace does not have; an entry that is not a regular file or
+directory (a link, FIFO or device)."""
+
+ReportIds = Literal["match", "mismatch", "unread"]
+"""Whether the test IDs in the runner's report are exactly the task's expected hidden
+test IDs (as a set, each once): `unread` when no report was read."""
+
+
 class VerificationRecord(Record):
+    schema_: Literal["harness.receipt.verification/2"] = Field(
+        "harness.receipt.verification/2", alias="schema"
+    )
+    category: VerificationCategory
+    result: Literal["passed", "failed"]
+    task_sha256: Sha256Hex | None
+    """The task the guest verified; None exactly when its record was not read (a host
+    reading)."""
+    tests_expected: Count
+    """How many hidden test IDs the task declares (the report must name exactly these)."""
+    report_ids: ReportIds
+    tests_passed: Count
+    tests_failed: Count
+    tests_errored: Count
+    fixture_changed: bool
+    """The agent modified a file the task declares as a fixture."""
+    files_changed: Count
+    final_diff_sha256: Sha256Hex | None
+    """None exactly when the record was not read (a host reading)."""
+    workspace_sha256: Sha256Hex | None
+    """receipts.treedigest.tree_sha256 of the workspace copy the hidden tests ran on,
+    before the task's hidden tests were put beside it; None when the record was not read
+    or the workspace could not be copied (`workspace_unreadable`)."""
+    suspicious_changes: tuple[SuspiciousChange, ...]
+    """Sorted, each once: see SuspiciousChange."""
+    net_isolation: NetIsolation
+    """Whether the hidden tests ran without a network, as read back in their namespace."""
+    duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _unread_only_when_invalid(self) -> VerificationRecord:
+        """A digest is absent only in the host's stand-in for a record it could not read
+        (any host reading), and that stand-in never passes: otherwise a record without a
+        task digest could be accepted. A pass needs the report's IDs to match."""
+        unread = self.category in VERIFICATION_HOST_READINGS
+        digests_absent = (self.task_sha256 is None, self.final_diff_sha256 is None)
+        if digests_absent != (unread, unread) or (unread and self.result != "failed"):
+            raise ValueError("digests are absent exactly when the record was not read")
+        no_copy = unread or self.category == "workspace_unreadable"
+        if (self.workspace_sha256 is None) != no_copy:
+            raise ValueError("the workspace digest is absent exactly when nothing was copied")
+        if self.suspicious_changes != tuple(sorted(set(self.suspicious_changes))):
+            raise ValueError("suspicious_changes is sorted and unique")
+        if self.result == "passed" and self.report_ids != "match":
+            raise ValueError("a pass needs a report of exactly the expected test IDs")
+        return self
+
+
+class VerificationRecordV1(Record):
+    """The verification record before the report's test IDs, the workspace digest and the
+    suspicious-change flags were recorded; read by the audit only (never written)."""
+
     schema_: Literal["harness.receipt.verification/1"] = Field(
         "harness.receipt.verification/1", alias="schema"
     )
@@ -59,7 +134,7 @@ class VerificationRecord(Record):
     duration_ms: Millis
 
     @model_validator(mode="after")
-    def _unread_only_when_invalid(self) -> VerificationRecord:
+    def _unread_only_when_invalid(self) -> VerificationRecordV1:
         """A digest is absent only in the host's stand-in for a record it could not read
         (any host reading), and that stand-in never passes: otherwise a record without a
         task digest could be accepted."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -30,3 +31,17 @@ def task_copy(task_id: str, scratch: Path) -> tuple[Task, Path, Path]:
     workspace = scratch / "workspace"
     shutil.copytree(task_dir / "workspace", workspace)
     return load_task(task_dir), task_dir, workspace
+
+
+def apply_solution(task_id: str, workspace: Path) -> None:
+    """The task's scripted solution's edits, applied directly."""
+    for step in json.loads((TASKS / task_id / "scripts" / "solution.json").read_text()):
+        if step["tool"] == "edit":
+            args = step["arguments"]
+            path = workspace / args["filePath"]
+            text = path.read_text()
+            assert text.count(args["oldString"]) == 1
+            path.write_text(text.replace(args["oldString"], args["newString"]))
+        elif step["tool"] == "write":
+            args = step["arguments"]
+            (workspace / args["filePath"]).write_text(args["content"])

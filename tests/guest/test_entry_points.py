@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import subprocess
 import sys
@@ -10,9 +11,11 @@ from pathlib import Path
 
 from guest.gate import bootstrap
 from guest.task import task_digest
+from guest.tools.sandbox import AGENT_UID
 from receipts.pintable import build_pin_table, pin_table_bytes
-from receipts.records import AgentRecord, VerificationRecord
+from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
 from tests.guest.gate.readonly import read_only
+from tests.guest.support_sandbox import sandbox_root
 from tests.guest.support_tasks import TASKS, scratch
 
 __all__ = ["scratch"]
@@ -67,7 +70,9 @@ def test_agent_then_verify_through_the_gate(scratch: Path) -> None:
     shutil.copy(TASKS / "py-one-line-fix" / "task.toml", agent_task / "task.toml")
     workspace = scratch / "workspace"
     shutil.copytree(TASKS / "py-one-line-fix" / "workspace", workspace)
-    records = scratch / "agent.json"
+    records = scratch / "records" / "agent.json"
+    records.parent.mkdir(mode=0o755)
+    cgroup_root, controllers = sandbox_root()
     limits = json.dumps(
         {
             "max_turns": 10,
@@ -92,10 +97,20 @@ def test_agent_then_verify_through_the_gate(scratch: Path) -> None:
         limits,
         "--script",
         str(TASKS / "py-one-line-fix" / "scripts" / "solution.json"),
+        "--cgroup-parent",
+        str(cgroup_root / f"harness-agent-test-{secrets.token_hex(4)}"),
+        "--cgroup-limits",
+        "on" if controllers else "off",
     )
     assert out.startswith('HARNESS-GATE {"category":"ok"')
-    agent = AgentRecord.model_validate(json.loads(records.read_bytes())["agent"])
+    output = json.loads(records.read_bytes())
+    agent = AgentRecord.model_validate(output["agent"])
     assert (agent.category, agent.tool_calls) == ("finished", 4)
+    assert (agent.processes_left, agent.agent_cgroup) == (0, "emptied")
+    run = ToolCallRecord.model_validate(output["tool_calls"][2])
+    assert (run.tool, run.run_exit, run.cgroup_end) == ("run_tests", "passed", "emptied")
+    assert workspace.stat().st_uid == AGENT_UID  # the workspace is the agent uid's
+    assert records.stat().st_uid == 0  # its records are root's
     verified = scratch / "verification.json"
     _gated(
         root,

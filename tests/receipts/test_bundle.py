@@ -26,8 +26,9 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: hoststate/2, its exclusion fields).
-GOLDEN_ZIP_SHA256 = "2a4fcd651ce06b90071f51bbe6abe36eef08ff0d706d4f78b84f848717904eec"
+# update it in the same commit and say why (last: agent/2, tool_call/2,
+# verification/2: confinement and report-ID fields).
+GOLDEN_ZIP_SHA256 = "a8f25fb72306aaf61ec610a409a21795a85376f3bc6b838c02ff73d10064c42b"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

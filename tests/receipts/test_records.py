@@ -76,8 +76,11 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
     assert len(set(every)) == len(every)
     legacy = [(kind, model) for kind in KINDS for model in kind.legacy]
     assert [model.schema_id() for _kind, model in legacy] == [
+        "harness.receipt.agent/1",
+        "harness.receipt.verification/1",
         "harness.receipt.hoststate/1",
         "harness.receipt.memory/1",
+        "harness.receipt.tool_call/1",
     ]
     for kind, model in legacy:
         name, _, version = model.schema_id().partition("/")
@@ -180,6 +183,7 @@ def test_verification_digests_are_absent_exactly_in_the_unread_stand_in(
         result="failed",
         task_sha256=None,
         final_diff_sha256=None,
+        workspace_sha256=None,
     )
     assert stand_in.task_sha256 is None  # the positive control: the stand-in itself is valid
 
@@ -231,9 +235,14 @@ def test_every_host_reading_is_a_verification_stand_in_without_digests(reading: 
     verification = accepted_model_trial().verification
     assert verification is not None
     unread = {"category": reading, "result": "failed", "task_sha256": None}
-    stand_in = replace(verification, **unread, final_diff_sha256=None)
+    stand_in = replace(verification, **unread, final_diff_sha256=None, workspace_sha256=None)
     assert stand_in.category == reading
     with pytest.raises(pydantic.ValidationError):
-        replace(verification, **{**unread, "result": "passed"}, final_diff_sha256=None)
+        replace(
+            verification,
+            **{**unread, "result": "passed"},
+            final_diff_sha256=None,
+            workspace_sha256=None,
+        )
     with pytest.raises(pydantic.ValidationError):
         replace(verification, category=reading, result="failed")  # digests kept

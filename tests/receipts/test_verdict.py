@@ -220,7 +220,14 @@ def test_every_host_reading_of_the_agent_fails_the_agent_stage(reading: str) -> 
     AGENT_FAILURES makes every case `accepted`."""
     records = _base()
     assert records.agent is not None
-    agent = replace(records.agent, category=reading, turns=0, tool_calls=0)
+    agent = replace(
+        records.agent,
+        category=reading,
+        turns=0,
+        tool_calls=0,
+        processes_left=None,
+        agent_cgroup="unread",
+    )
     records = dataclasses.replace(records, agent=agent, agent_turns=(), tool_calls=())
     assert first_failed_stage(records) == "agent"
     assert derive_verdict(records) == "failed_agent"

@@ -17,7 +17,9 @@ from guest.agent.policy import ModelPolicy, Policy, ProposedCall, ScriptedPolicy
 from guest.task import task_digest
 from guest.tools.permissions import PermissionRule
 from guest.tools.registry import ToolSet
+from guest.tools.sandbox import finish
 from guest.verify.run import verify
+from tests.guest.support_sandbox import host_sandbox
 from tests.guest.support_tasks import TASK_IDS, TASKS, scratch, task_copy
 
 __all__ = ["scratch"]
@@ -40,8 +42,13 @@ def _run(
     rules: tuple[PermissionRule, ...] = (),
 ) -> AgentRun:
     task, _task_dir, workspace = task_copy(task_id, workspace_scratch)
-    with ToolSet(workspace, list(task.tests.command), rules, "approve_all") as tools:
-        return asyncio.run(run_agent(task, tools, policy, limits))
+    with (
+        host_sandbox(workspace) as sandbox,
+        ToolSet(
+            workspace, list(task.tests.command), rules, "approve_all", sandbox=sandbox
+        ) as tools,
+    ):
+        return asyncio.run(run_agent(task, tools, policy, limits, lambda: finish(sandbox)))
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
@@ -51,8 +58,11 @@ def test_scripted_policy_reaches_the_expected_verification(
 ) -> None:
     task, task_dir, workspace = task_copy(task_id, scratch)
     policy = ScriptedPolicy.from_file(task_dir / "scripts" / f"{script}.json")
-    with ToolSet(workspace, list(task.tests.command), [], "approve_all") as tools:
-        run = asyncio.run(run_agent(task, tools, policy, LIMITS))
+    with (
+        host_sandbox(workspace) as sandbox,
+        ToolSet(workspace, list(task.tests.command), [], "approve_all", sandbox=sandbox) as tools,
+    ):
+        run = asyncio.run(run_agent(task, tools, policy, LIMITS, lambda: finish(sandbox)))
     assert run.agent.category == "finished"
     assert run.agent.policy == "scripted"
     assert all(turn.request_index is None for turn in run.turns)
@@ -72,6 +82,9 @@ def test_records_count_what_happened(scratch: Path) -> None:
     assert run.tool_calls[1].edit_match == "exact"
     assert run.tool_calls[2].run_exit == "passed"
     assert run.tool_calls[2].net_isolation == "applied"
+    assert run.tool_calls[2].cgroup_end == "emptied"
+    assert [call.cgroup_end for call in run.tool_calls] == [None, None, "emptied", None]
+    assert (run.agent.processes_left, run.agent.agent_cgroup) == (0, "emptied")
 
 
 def _steps(*steps: tuple[str, str]) -> ScriptedPolicy:

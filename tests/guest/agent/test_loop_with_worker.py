@@ -10,9 +10,11 @@ import pytest
 from guest.agent.loop import AgentLimits, AgentRun, run_agent
 from guest.agent.policy import ModelPolicy
 from guest.tools.registry import ToolSet
+from guest.tools.sandbox import finish
 from host.model.convert import convert
 from host.model.synth import synthesize_tiny
 from receipts.records.agent import AGENT_FAILURES
+from tests.guest.support_sandbox import host_sandbox
 from tests.guest.support_tasks import scratch, task_copy
 from tests.guest.worker.conftest import MODEL_ID, Gguf, start_worker
 
@@ -39,8 +41,14 @@ def test_loop_drives_the_real_worker_to_a_closed_outcome(tmp_path: Path, scratch
             request_timeout_s=120,
         )
         try:
-            with ToolSet(workspace, list(task.tests.command), [], "approve_all") as tools:
-                return await run_agent(task, tools, policy, AgentLimits(4, 4, 3, 200_000, 300))
+            with (
+                host_sandbox(workspace) as sandbox,
+                ToolSet(
+                    workspace, list(task.tests.command), [], "approve_all", sandbox=sandbox
+                ) as tools,
+            ):
+                limits = AgentLimits(4, 4, 3, 200_000, 300)
+                return await run_agent(task, tools, policy, limits, lambda: finish(sandbox))
         finally:
             await policy.aclose()
 

@@ -92,7 +92,7 @@ def _synthetic_task(root: Path, hidden: str, report: str = "tap", deadline: int 
         'id = "synthetic"\nlanguage = "python"\nprompt = "p"\nfixtures = []\n'
         '[tests]\ncommand = ["true"]\ndeadline_s = 5\n'
         f'[hidden]\ncommand = ["/bin/sh", "-c", {json.dumps(hidden)}, "sh", "{{report}}"]\n'
-        f'report = "{report}"\ndeadline_s = {deadline}\n'
+        f'report = "{report}"\nexpected = ["t"]\ndeadline_s = {deadline}\n'
     )
     return task_dir
 
@@ -104,7 +104,7 @@ def _run_synthetic(scratch: Path, hidden: str, report: str = "tap", deadline: in
     return verify(load_task(task_dir), task_dir, task_digest(task_dir), workspace, scratch / "v")
 
 
-TAP_PASS = 'printf "# tests 1\\n# pass 1\\n# fail 0\\n" > "$1"'
+TAP_PASS = 'printf "ok 1 - t\\n# tests 1\\n# pass 1\\n# fail 0\\n" > "$1"'
 
 
 def test_hidden_tests_run_as_nobody(scratch: Path) -> None:

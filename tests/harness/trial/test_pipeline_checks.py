@@ -29,7 +29,7 @@ from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
-from receipts.records import MemorySample
+from receipts.records import MemorySample, ToolCallRecord
 from receipts.recordset import RecordSet
 from tests.harness.trial.guestfakes import agent_file, ended
 from tests.receipts.builders import accepted_model_trial, accepted_scripted_trial, replace
@@ -57,7 +57,9 @@ def _collect(trial: Trial, records: RecordSet, **singles: Any) -> None:
         value = singles.get(name, getattr(records, name))
         if value is not None:
             trial.keep(name, value)
-    trial.records.turns, trial.records.tool_calls = records.agent_turns, records.tool_calls
+    calls = tuple(c for c in records.tool_calls if isinstance(c, ToolCallRecord))
+    assert len(calls) == len(records.tool_calls), "a trial collects current records only"
+    trial.records.turns, trial.records.tool_calls = records.agent_turns, calls
     trial.worker_requests = records.worker_requests
 
 
