@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import grp
 import os
+import pwd
 import secrets
 import stat
 import time
@@ -325,14 +327,33 @@ def _link_protection() -> None:
                 raise SandboxUnavailable(f"{name} not applied")
 
 
+def _has_account(sandbox: Sandbox) -> bool:
+    """Whether the uid or gid is an account or group of the system: then files of the
+    image may be its own (and so writable by the agent's code)."""
+    try:
+        pwd.getpwuid(sandbox.uid)
+    except KeyError:
+        pass
+    else:
+        return True
+    try:
+        grp.getgrgid(sandbox.gid)
+    except KeyError:
+        return False
+    return True
+
+
 def prepare(sandbox: Sandbox, workspace: Path, records: Path) -> None:
-    """Before the agent starts (root): nothing of the uid alive, link protection on, the
+    """Before the agent starts (root): the uid and gid no account's, nothing of the uid
+    alive, link protection on, the
     records' directory out of the uid's reach, the parent cgroup made, and the
     workspace given to the uid (the only place, with its private tmp, it can write)."""
     if os.geteuid() != 0:
         raise SandboxUnavailable("the agent runner must be root to confine")
     if sandbox.uid in (0, 65534) or sandbox.gid in (0, 65534):
         raise SandboxUnavailable("the agent uid must be neither root nor the verifier's")
+    if _has_account(sandbox):
+        raise SandboxUnavailable("the agent uid or gid names an account of the image")
     if processes_of(sandbox.uid) != 0:
         raise SandboxUnavailable("a process of the agent uid is already alive")
     try:

@@ -306,3 +306,19 @@ def test_the_task_scripts_still_pass_confined(scratch: Path) -> None:
             sandbox=sandbox,
         )
     assert (report.exit, report.cgroup_end) == ("passed", "emptied"), report.tail
+
+
+def test_prepare_refuses_a_uid_that_is_an_account(scratch: Path) -> None:
+    """root's gid (0) and an account's uid (bin, 2) are refused before anything is made.
+    Mutation control: without _has_account the `bin` case is prepared."""
+    root, _controllers = sandbox_root()
+    workspace = _workspace(scratch)
+    records = scratch / "records"
+    records.mkdir(mode=0o755)
+    for uid, gid in ((2, AGENT_GID), (AGENT_UID, 2)):
+        sandbox = Sandbox(uid=uid, gid=gid, parent=root / f"harness-agent-test-acct-{uid}-{gid}",
+                          limits=None)  # fmt: skip
+        with pytest.raises(SandboxUnavailable):
+            prepare(sandbox, workspace, records / "agent.json")
+        assert not sandbox.parent.exists()
+        assert workspace.stat().st_uid == 0
