@@ -157,6 +157,7 @@ def verify(
     passed = (
         category == "ok"
         and report_ids == "match"
+        and counts.passed == len(task.hidden.expected)  # every expected test ran and passed
         and counts.failed == 0
         and counts.errored == 0
         and counts.passed > 0

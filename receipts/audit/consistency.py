@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from receipts.audit.context import AuditContext
 from receipts.cleanupset import missing_cleanup
+from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
 from receipts.records.hoststate import excluded_trials
 from receipts.records.trial import TrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet
@@ -187,10 +188,29 @@ def _verification_counts(ctx: AuditContext, _trial: TrialRecord, records: Record
         and verification.tests_errored == 0
         and not verification.fixture_changed
     )
+    if isinstance(verification, VerificationRecord):  # /2: the task's own tests, every one
+        clean_pass = (
+            clean_pass
+            and verification.report_ids == "match"
+            and verification.tests_passed == verification.tests_expected
+        )
     if (verification.result == "passed") != clean_pass:
         ctx.add(
             "consistency", "verification_counts", "verification_inconsistent", "verification.json"
         )
+
+
+def _confinement(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+    """A run_tests call whose cgroup was not shown empty means agent code may have
+    outlived it: the agent record must then name the breach (agent/2 and tool_call/2;
+    older versions recorded nothing of this)."""
+    agent = records.agent
+    if not isinstance(agent, AgentRecord) or agent.category == "confinement_breached":
+        return
+    for call in records.tool_calls:
+        if isinstance(call, ToolCallRecord) and call.cgroup_end not in (None, "emptied"):
+            ctx.add("consistency", "confinement", "confinement_inconsistent", "agent.json")
+            return
 
 
 def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
@@ -257,6 +277,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("tool_call_references", _tool_call_references),
     ("model_reference", _model_reference),
     ("verification_counts", _verification_counts),
+    ("confinement", _confinement),
     ("oom", _oom),
     ("verifier_vm", _verifier_vm),
     ("cleanup_coverage", _cleanup_coverage),

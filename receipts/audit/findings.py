@@ -56,6 +56,7 @@ AuditCategory = Literal[
     "count_mismatch",
     "reference_mismatch",
     "verification_inconsistent",
+    "confinement_inconsistent",
     "oom_inconsistent",
     "verifier_inconsistent",
     "cleanup_missing",

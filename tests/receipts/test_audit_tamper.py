@@ -382,6 +382,21 @@ def _backend_contradicts() -> bytes:
     )
 
 
+def _confinement_inconsistent() -> bytes:
+    """A run_tests whose cgroup was not emptied, under an agent that claims a normal end."""
+    records = accepted_model_trial()
+    first = records.tool_calls[0]
+    run = replace(
+        first,
+        tool="run_tests",
+        edit_match=None,
+        run_exit="passed",
+        net_isolation="applied",
+        cgroup_end="not_emptied",
+    )
+    return tamper.forge_records(with_changes(records, tool_calls=(run, *records.tool_calls[1:])))
+
+
 def _oom_inconsistent() -> bytes:
     records = accepted_model_trial()
     assert records.vm is not None and records.trial is not None
@@ -506,6 +521,9 @@ CASES: dict[str, Case] = {
     "model_reference": Case(_model_reference, "reference_mismatch", "model_reference"),
     "verification_inconsistent": Case(
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
+    ),
+    "confinement_inconsistent": Case(
+        _confinement_inconsistent, "confinement_inconsistent", "confinement"
     ),
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
     "backend_contradicts": Case(_backend_contradicts, "backend_mismatch", "backend"),

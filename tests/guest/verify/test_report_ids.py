@@ -148,3 +148,22 @@ def test_honest_solutions_match_the_expected_ids(task_id: str, scratch: Path) ->
     record = verify(task, task_dir, task_digest(task_dir), workspace, scratch / "verify")
     assert (record.category, record.result, record.report_ids) == ("ok", "passed", "match")
     assert record.tests_passed == record.tests_expected == len(task.hidden.expected)
+
+
+def test_skipped_hidden_tests_are_no_pass(scratch: Path) -> None:
+    """The code under test skips every test it cannot pass (pytest's Skipped raised from
+    inside `moving_sum`): the report names exactly the expected IDs, nothing failed, two
+    passed, and the exit status is 0. A pass needs every expected test passed.
+    Mutation control: without `counts.passed == len(expected)` this is `passed`."""
+    task, task_dir, workspace = task_copy("py-one-line-fix", scratch)
+    (workspace / "stats.py").write_text(
+        "import pytest\n\n\n"
+        "def moving_sum(values, width):\n"
+        "    if width != 2:\n"
+        "        pytest.skip('not today')\n"
+        "    return [sum(values[i : i + width]) for i in range(len(values) - width + 1)]\n"
+    )
+    record = verify(task, task_dir, task_digest(task_dir), workspace, scratch / "verify")
+    assert (record.category, record.report_ids) == ("ok", "match")
+    assert (record.tests_passed, record.tests_failed, record.tests_errored) == (2, 0, 0)
+    assert record.result == "failed"
