@@ -116,6 +116,7 @@ from receipts.records.trial import STAGE_ORDER, Placement, Policy, Stage, Verdic
 from receipts.records.vm import VmCategory
 from receipts.records.worker import WorkerCategory
 from receipts.recordset import RecordSet
+from receipts.treedigest import TreeDigestError, tree_sha256
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages, stage_succeeded
 
 REPO = Path(__file__).resolve().parents[2]
@@ -586,6 +587,11 @@ class Trial:
         if carried is None:
             self.keep("verification", unread_verification_record("workspace_not_carried"))
             raise StageFailed
+        try:
+            carried_sha256 = await asyncio.to_thread(tree_sha256, carried)
+        except TreeDigestError:
+            self.keep("verification", unread_verification_record("workspace_not_carried"))
+            raise StageFailed from None
         source = await asyncio.to_thread(self.verifier_source, scratch, carried)
         self.verifier_started = True
         try:
@@ -604,20 +610,26 @@ class Trial:
             self.keep("verification", unread_verification_record("verifier_vm_failed"))
             raise StageFailed from None
         try:
-            await self.judge_verification(self.verifier)
+            await self.judge_verification(self.verifier, carried_sha256)
         except (SshError, VmError):
             lost = self._vm_gone(self.verifier)
             self.verifier_category = "qemu_exited" if lost else "ssh_dropped"
             self.keep("verification", unread_verification_record("verifier_vm_failed"))
             raise StageFailed from None
 
-    async def judge_verification(self, handle: VmHandle | None) -> None:
+    async def judge_verification(self, handle: VmHandle | None, carried_sha256: str) -> None:
         """Run the verifier in `handle`'s guest and keep its record, cross-checked here
-        against the task the host shipped."""
+        against the task the host shipped and the workspace it carried (`carried_sha256`,
+        receipts.treedigest of the carried tree): a verdict about other tests or other
+        bytes than those is no verdict about this trial."""
         record = await self.run_verifier(handle)
         read = record.task_sha256 is not None  # None only in the host's stand-in
         if read and record.task_sha256 != task_digest(self.task_dir):  # other tests than ours
             record = record.model_copy(update={"category": "runner_error", "result": "failed"})
+        elif record.workspace_sha256 is not None and record.workspace_sha256 != carried_sha256:
+            record = record.model_copy(
+                update={"category": "workspace_mismatch", "result": "failed"}
+            )
         self.keep("verification", record)
         if record.category != "ok":
             raise StageFailed

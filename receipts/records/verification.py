@@ -19,6 +19,7 @@ VerificationCategory = Literal[
     "report_inconsistent",
     "workspace_unreadable",
     "net_isolation_unavailable",
+    "workspace_mismatch",
     HostReading,
     VerifierHostReading,
 ]
@@ -27,7 +28,9 @@ host's, not the guest's: the verifier's record file was not strict JSON of this 
 (`records_invalid`), or its command ended without writing one it could trust
 (`gate_refused`, `killed_by_signal`, `deadline_exceeded`, `exited_nonzero`); nothing of
 it was kept; or the host never got as far as running it (`workspace_not_carried`,
-`verifier_vm_failed`). `timeout` is the guest's own reading: the hidden tests ran past their
+`verifier_vm_failed`). `workspace_mismatch` is the host's judgement of a record it read:
+the workspace the verifier says it verified (`workspace_sha256`) is not the one the host
+carried to it. `timeout` is the guest's own reading: the hidden tests ran past their
 deadline and the verifier said so in its record."""
 
 

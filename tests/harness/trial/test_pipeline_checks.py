@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import pytest
 
+from guest.task import task_digest
 from harness.cli import main
 from harness.profiles import load_profile
 from harness.trial.guestdisk import parse_probe, probe_disk
@@ -29,13 +30,15 @@ from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
-from receipts.records import MemorySample, ToolCallRecord
+from receipts.records import MemorySample, ToolCallRecord, VerificationRecord
 from receipts.recordset import RecordSet
 from tests.harness.trial.guestfakes import agent_file, ended
 from tests.receipts.builders import accepted_model_trial, accepted_scripted_trial, replace
 
 TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
 SOLUTION = TASKS / "py-one-line-fix" / "scripts" / "solution.json"
+VERIFIED_TREE = "1" * 64
+"""The builders' verification record's `workspace_sha256`: what the host carried there."""
 STAGE_SINGLES = ("preflight", "source", "model", "image", "vm", "gate", "worker", "agent")
 
 
@@ -358,7 +361,7 @@ def test_a_verification_file_that_does_not_read_fails_verification(
         "not_the_record": records.worker_requests[0].canonical_bytes(),
     }[damage]
     trial = _GuestWrote(_options(tmp_path), {"/work/verification.json": data})
-    assert _run_stage(trial, lambda: trial.judge_verification(None))
+    assert _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
     verification = trial.records.singles["verification"]
     assert verification.category == "records_invalid" and verification.result == "failed"
     assert verification.task_sha256 is None
@@ -482,7 +485,7 @@ def test_a_verify_command_that_ends_without_a_record_is_named(
         ENDS[end],
         {"/work/verification.json": records.verification.canonical_bytes()},
     )
-    assert _run_stage(trial, lambda: trial.judge_verification(None))
+    assert _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
     verification = trial.records.singles["verification"]
     assert (verification.category, verification.result) == (end, "failed")
     assert verification.task_sha256 is None and verification.final_diff_sha256 is None
@@ -506,3 +509,38 @@ def test_a_deadline_after_qemu_exited_is_left_to_the_vm(tmp_path: Path) -> None:
     with pytest.raises(SshError):
         asyncio.run(trial.stage_agent())
     assert "agent" not in trial.records.singles
+
+
+def _of_this_task(records: RecordSet) -> VerificationRecord:
+    """The builders' passing verification, about the task these trials run."""
+    assert isinstance(records.verification, VerificationRecord)
+    digest = task_digest(TASKS / "py-one-line-fix")
+    return records.verification.model_copy(update={"task_sha256": digest})
+
+
+def test_a_verification_of_the_carried_workspace_is_kept(tmp_path: Path) -> None:
+    """Positive control for the next test: the verifier's record names the tree the host
+    carried, and it is kept as written."""
+    verification = _of_this_task(accepted_model_trial())
+    assert verification.workspace_sha256 == VERIFIED_TREE
+    written: dict[str, bytes | None] = {"/work/verification.json": verification.canonical_bytes()}
+    trial = _GuestWrote(_options(tmp_path), written)
+    assert not _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
+    assert trial.records.singles["verification"] == verification
+
+
+def test_a_verification_of_another_workspace_is_not_a_pass(tmp_path: Path) -> None:
+    """A passing record about other bytes than the host carried (a verifier that was fed,
+    or claims, another tree) is `workspace_mismatch`, failed, and the receipt audits as
+    failed_verification. Mutation control: without the digest comparison in
+    judge_verification the passing record is kept."""
+    records = accepted_model_trial()
+    verification = _of_this_task(records)
+    written: dict[str, bytes | None] = {"/work/verification.json": verification.canonical_bytes()}
+    trial = _GuestWrote(_options(tmp_path), written)
+    assert _run_stage(trial, lambda: trial.judge_verification(None, "2" * 64))
+    verification = trial.records.singles["verification"]
+    assert (verification.category, verification.result) == ("workspace_mismatch", "failed")
+    _collect(trial, records, verification=verification)
+    result = _bundle(trial, records)
+    assert (result.valid, result.verdict) == (True, "failed_verification")
