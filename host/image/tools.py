@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from host import cancel
 from host.image.categories import BuildStep, ImageFailure
 from host.image.errors import ImageError
 
@@ -41,22 +42,23 @@ def run_tool(
 ) -> str:
     """Run `argv`; return its stdout; raise `ImageError(category, step)` on any failure."""
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             cwd=cwd,
-            timeout=timeout_s,
             env=tool_env(env),
-            check=False,
         )
+        # A cancelled trial kills the tool within a fraction of a second (host/cancel.py).
+        stdout, stderr_bytes = cancel.communicate(process, timeout_s)
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("tool %s could not run: %s", argv[0], exc)
         raise ImageError(category, step) from None
-    if done.returncode != 0:
-        stderr = done.stderr.decode("utf-8", "replace")
-        log.warning("tool %s exited %d: %s", argv[0], done.returncode, stderr[-4000:])
+    if process.returncode != 0:
+        stderr = stderr_bytes.decode("utf-8", "replace")
+        log.warning("tool %s exited %d: %s", argv[0], process.returncode, stderr[-4000:])
         if "No space left on device" in stderr:
             raise ImageError("disk_full", step)
         raise ImageError(category, step)
-    return done.stdout.decode("utf-8", "replace")
+    return stdout.decode("utf-8", "replace")

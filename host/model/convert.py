@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from gguf.gguf_writer import WriterState
 
+from host import cancel
 from host.model.categories import ConvertError, HeaderError, OutType
 from host.model.diskspace import is_disk_full, require_free_space
 from host.model.general import GeneralKey, model_card_keys, sampling_keys
@@ -531,6 +532,7 @@ class HashingFile(io.BufferedWriter):
 
     def write_nowait(self, buffer: ReadableBuffer, /) -> Future[None]:
         """Count and write *buffer* now; hash it on the hashing thread."""
+        cancel.check()  # every write of the GGUF passes here: a cancelled trial stops
         view = memoryview(buffer).cast("B")
         self.count += len(view)
         hashed = self._hasher.submit(self._digest.update, view)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from host import cancel
 from host.model import progress
 from host.model.categories import PinError
 from host.model.keys import content_key
@@ -83,6 +84,7 @@ def sha256_file(path: Path) -> tuple[str, int]:
         bar.begin(f"hash {path.name}", os.fstat(handle.fileno()).st_size)
         try:
             while chunk := handle.read(CHUNK):
+                cancel.check()  # a cancelled trial stops within one chunk
                 digest.update(chunk)
                 size += len(chunk)
                 bar.advance(len(chunk))

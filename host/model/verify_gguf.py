@@ -41,6 +41,7 @@ import gguf
 import numpy as np
 import numpy.typing as npt
 
+from host import cancel
 from host.model.categories import ConvertError, HeaderError, OutType, VerifyError
 from host.model.convert import CHUNK_BYTES, ConversionPlan, TensorPlan, plan_conversion
 from host.model.progress import current as current_progress
@@ -297,6 +298,7 @@ class HashingReader:
         self._bar.begin("verify gguf", total)
 
     def _hash(self, data: bytes) -> None:
+        cancel.check()  # every read passes here: a cancelled trial stops within one chunk
         while len(self._pending) >= self._limit:  # bound the bytes held for hashing
             self._pending.popleft().result()
         self._pending.append(self._hasher.submit(self._digest.update, data))
