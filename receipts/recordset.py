@@ -30,6 +30,7 @@ from receipts.records import (
     ToolCallRecord,
     ToolCallRecordV1,
     TrialRecord,
+    TrialRecordV1,
     VerificationRecord,
     VerificationRecordV1,
     VerifierVmRecord,
@@ -44,7 +45,7 @@ from receipts.records.trial import Stage
 class RecordSet:
     """All records of one trial. Singletons are None when absent; sequences are in index order."""
 
-    trial: TrialRecord | None = None
+    trial: TrialRecord | TrialRecordV1 | None = None
     preflight: PreflightRecord | None = None
     source: SourceRecord | None = None
     dispatch: DispatchRecord | None = None
@@ -105,7 +106,7 @@ class Kind:
 
 
 KINDS: Final[tuple[Kind, ...]] = (
-    Kind("trial", TrialRecord, sequence=False),
+    Kind("trial", TrialRecord, sequence=False, legacy=(TrialRecordV1,)),
     Kind("preflight", PreflightRecord, sequence=False),
     Kind("source", SourceRecord, sequence=False),
     Kind("dispatch", DispatchRecord, sequence=False),

@@ -7,6 +7,11 @@ failed (`failed_internal`), or whose record is missing (`evidence_incomplete`) o
 killer acted) names the verdict; then teardown (every cleanup receipt confirmed), host
 state (every facet unchanged), OOM kills (none); then the hidden tests decide between
 `accepted` and `task_incomplete`. Missing or unread evidence never yields `accepted`.
+
+A trial a stop signal cancelled (`cancelled_stage`) is judged like one the harness
+failed in: the stages before it must be present and succeeded (a recorded failure
+before the cancel keeps its own verdict), and the cancelled stage gives `cancelled`,
+whatever teardown and host state say (they are recorded and audited all the same).
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ from typing import cast
 from receipts.cleanupset import missing_cleanup
 from receipts.records.agent import AGENT_FAILURES, AgentRecord, AgentRecordV1
 from receipts.records.base import Record
-from receipts.records.trial import STAGE_ORDER, Stage, TrialRecord, Verdict
+from receipts.records.trial import STAGE_ORDER, AnyTrialRecord, Stage, Verdict, cancelled_stage
 from receipts.recordset import RecordSet
 
 
-def required_stages(trial: TrialRecord) -> tuple[Stage, ...]:
+def required_stages(trial: AnyTrialRecord) -> tuple[Stage, ...]:
     """The stages this trial must have run: dispatch only when dispatched; model and
     worker only when a model chose the tool calls."""
     skipped: set[Stage] = set()
@@ -49,8 +54,9 @@ def first_failed_stage(records: RecordSet) -> Stage | None:
     and reports failure."""
     if records.trial is None:
         return None
+    ended_early = (records.trial.internal_error_stage, cancelled_stage(records.trial))
     for stage in required_stages(records.trial):
-        if stage == records.trial.internal_error_stage:
+        if stage in ended_early:
             return stage
         record = records.stage_record(stage)
         if record is not None and not stage_succeeded(record):
@@ -74,9 +80,12 @@ def derive_verdict(records: RecordSet) -> Verdict:
     trial = records.trial
     if trial is None:
         return "evidence_incomplete"
+    cancelled = cancelled_stage(trial)
     for stage in required_stages(trial):
         if stage == trial.internal_error_stage:
             return "failed_internal"
+        if stage == cancelled:
+            return "cancelled"
         record = records.stage_record(stage)
         if record is None:
             return "evidence_incomplete"
@@ -86,6 +95,8 @@ def derive_verdict(records: RecordSet) -> Verdict:
             return cast(Verdict, f"failed_{stage}")
     if trial.internal_error_stage is not None:
         return "failed_internal"  # claimed for a stage this trial does not run: never a pass
+    if cancelled is not None:
+        return "cancelled"  # claimed for a stage this trial does not run: never a pass
     if not records.cleanup or missing_cleanup(records):
         return "evidence_incomplete"  # a resource the records say was owned has no receipt
     statuses = {receipt.status for receipt in records.cleanup}

@@ -13,23 +13,25 @@ from receipts.audit.context import AuditContext
 from receipts.cleanupset import missing_cleanup
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
 from receipts.records.hoststate import excluded_trials
-from receipts.records.trial import TrialRecord
+from receipts.records.trial import AnyTrialRecord, cancelled_stage
 from receipts.recordset import KIND_BY_NAME, RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
 
-Rule = Callable[[AuditContext, TrialRecord, RecordSet], None]
+Rule = Callable[[AuditContext, AnyTrialRecord, RecordSet], None]
 
 
-def _required_records(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+def _required_records(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     if records.hoststate is None:
         ctx.add("consistency", "required_records", "record_missing", "hoststate.json")
     failed = first_failed_stage(records)
+    ended_early = (trial.internal_error_stage, cancelled_stage(trial))
     reached_failure = False
     for stage in required_stages(trial):
         present = records.stage_record(stage) is not None
         name = KIND_BY_NAME[stage].entry_name()
-        # A stage the harness crashed in has no record of its own: its evidence is void.
-        reached_failure = reached_failure or stage == trial.internal_error_stage
+        # A stage the harness crashed in, or a stop signal cancelled, has no record of its
+        # own: its evidence is void.
+        reached_failure = reached_failure or stage in ended_early
         if reached_failure and present:
             ctx.add("consistency", "required_records", "record_unexpected", name)
         elif not reached_failure and not present:
@@ -39,17 +41,17 @@ def _required_records(ctx: AuditContext, trial: TrialRecord, records: RecordSet)
         ctx.add("consistency", "required_records", "record_missing", "cleanup/000000.json")
 
 
-def _failed_stage_claim(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+def _failed_stage_claim(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     if trial.failed_stage != first_failed_stage(records):
         ctx.add("consistency", "failed_stage_claim", "failed_stage_mismatch", "trial.json")
 
 
-def _verdict_claim(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+def _verdict_claim(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     if trial.verdict != derive_verdict(records):
         ctx.add("consistency", "verdict_claim", "verdict_mismatch", "trial.json")
 
 
-def _policy_records(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+def _policy_records(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     """A scripted trial has no model path at all, so it can never pass for a model result."""
     scripted = trial.policy == "scripted"
     model_evidence = (
@@ -67,7 +69,7 @@ def _policy_records(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -
         ctx.add("consistency", "policy_records", "record_unexpected", "dispatch.json")
 
 
-def _placement(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+def _placement(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     expected_channels = {
         "none": {"none"},
         "guest": {"guest_loopback"},
@@ -86,7 +88,7 @@ def _placement(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> Non
         ctx.add("consistency", "placement", "placement_mismatch", "trial.json")
 
 
-def _agent_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _agent_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     agent = records.agent
     if agent is None:
         return
@@ -109,7 +111,7 @@ def _agent_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) ->
         ctx.add("consistency", "agent_counts", "count_mismatch", "agent.json")
 
 
-def _worker_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _worker_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     worker = records.worker
     if worker is None:
         return
@@ -132,7 +134,7 @@ def _worker_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -
         ctx.add("consistency", "worker_counts", "count_mismatch", "worker.json")
 
 
-def _turn_references(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _turn_references(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     requests = records.worker_requests
     used: set[int] = set()
     for turn in records.agent_turns:
@@ -151,7 +153,7 @@ def _turn_references(ctx: AuditContext, _trial: TrialRecord, records: RecordSet)
             ctx.add("consistency", "turn_references", "reference_mismatch", name)
 
 
-def _tool_call_references(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _tool_call_references(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     """Each tool call belongs to its own turn of kind `tool_call`, and each such turn has one."""
     turns = records.agent_turns
     seen: set[int] = set()
@@ -169,7 +171,7 @@ def _tool_call_references(ctx: AuditContext, _trial: TrialRecord, records: Recor
         ctx.add("consistency", "tool_call_references", "reference_mismatch", "agent.json")
 
 
-def _model_reference(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _model_reference(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     model, worker = records.model, records.worker
     if model is None or worker is None:
         return
@@ -177,7 +179,7 @@ def _model_reference(ctx: AuditContext, _trial: TrialRecord, records: RecordSet)
         ctx.add("consistency", "model_reference", "reference_mismatch", "worker.json")
 
 
-def _verification_counts(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _verification_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     verification = records.verification
     if verification is None:
         return
@@ -200,7 +202,7 @@ def _verification_counts(ctx: AuditContext, _trial: TrialRecord, records: Record
         )
 
 
-def _confinement(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _confinement(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     """A run_tests call whose cgroup was not shown empty means agent code may have
     outlived it: the agent record must then name the breach (agent/2 and tool_call/2;
     older versions recorded nothing of this)."""
@@ -213,7 +215,7 @@ def _confinement(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> 
             return
 
 
-def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _oom(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     vm, worker, verifier = records.vm, records.worker, records.verifier_vm
     if vm is not None and (vm.category == "oom_killed") and not vm.oom_kills:
         ctx.add("consistency", "oom", "oom_inconsistent", "vm.json")
@@ -223,7 +225,7 @@ def _oom(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
         ctx.add("consistency", "oom", "oom_inconsistent", "worker.json")
 
 
-def _verifier_vm(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _verifier_vm(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     """The verification guest and the verification record tell one story: a verifier that
     failed (`verifier_vm_failed`) names a verification guest that did not end `ok`; a
     verification guest that did not end `ok` never ran a passing verification; and a
@@ -236,14 +238,14 @@ def _verifier_vm(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> 
         ctx.add("consistency", "verifier_vm", "verifier_inconsistent", "verifier_vm.json")
 
 
-def _backend(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+def _backend(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     """Each guest ran on the backend the trial names (`--backend`)."""
     for name, guest in (("vm.json", records.vm), ("verifier_vm.json", records.verifier_vm)):
         if guest is not None and guest.backend != trial.backend:
             ctx.add("consistency", "backend", "backend_mismatch", name)
 
 
-def _cleanup_coverage(ctx: AuditContext, _trial: TrialRecord, records: RecordSet) -> None:
+def _cleanup_coverage(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     """Every resource the stage records say was owned has its cleanup receipt
     (receipts/cleanupset.py): dropping one is not a shorter story, it is a missing one."""
     if missing_cleanup(records):
@@ -251,7 +253,7 @@ def _cleanup_coverage(ctx: AuditContext, _trial: TrialRecord, records: RecordSet
         ctx.add("consistency", "cleanup_coverage", "cleanup_missing", entry)
 
 
-def _host_state_exclusions(ctx: AuditContext, trial: TrialRecord, records: RecordSet) -> None:
+def _host_state_exclusions(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     """Host state may leave out another live trial's resources, never this trial's own:
     its tag (the first 16 hex digits of its id) among the excluded would excuse exactly
     what this trial left behind. A `/1` record excluded nothing, so it always passes."""
@@ -260,7 +262,7 @@ def _host_state_exclusions(ctx: AuditContext, trial: TrialRecord, records: Recor
         ctx.add("consistency", "host_state_exclusions", "exclusion_inconsistent", "hoststate.json")
 
 
-def _timing(ctx: AuditContext, trial: TrialRecord, _records: RecordSet) -> None:
+def _timing(ctx: AuditContext, trial: AnyTrialRecord, _records: RecordSet) -> None:
     if trial.ended_unix_ms < trial.started_unix_ms:
         ctx.add("consistency", "timing", "timing_inconsistent", "trial.json")
 

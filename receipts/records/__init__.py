@@ -23,7 +23,7 @@ from receipts.records.memory import HeadroomSample, MemoryRecord, MemoryRecordV1
 from receipts.records.model import ModelRecord, TensorCounts
 from receipts.records.preflight import PreflightRecord
 from receipts.records.source import SourceRecord
-from receipts.records.trial import TrialRecord
+from receipts.records.trial import AnyTrialRecord, TrialRecord, TrialRecordV1
 from receipts.records.verification import VerificationRecord, VerificationRecordV1
 from receipts.records.vm import VerifierVmRecord, VmRecord
 from receipts.records.worker import WorkerRecord, WorkerRequestRecord
@@ -33,6 +33,7 @@ __all__ = [
     "AgentRecordV1",
     "AgentTurnRecord",
     "AnyHostStateRecord",
+    "AnyTrialRecord",
     "CleanupRecord",
     "DispatchRecord",
     "FacetComparison",
@@ -54,6 +55,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallRecordV1",
     "TrialRecord",
+    "TrialRecordV1",
     "VerificationRecord",
     "VerificationRecordV1",
     "VerifierVmRecord",

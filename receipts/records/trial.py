@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from receipts.records.base import Record
 from receipts.types import Identifier, TrialId, UnixMillis, Version
@@ -58,8 +58,34 @@ Verdict = Literal[
     "failed_oom",
     "failed_internal",
     "evidence_incomplete",
+    "cancelled",
 ]
 """Every verdict a trial can end with. Derived from the records, never set by hand."""
+
+VerdictV1 = Literal[
+    "accepted",
+    "task_incomplete",
+    "failed_preflight",
+    "failed_source",
+    "failed_dispatch",
+    "failed_model",
+    "failed_image",
+    "failed_vm",
+    "failed_gate",
+    "failed_worker",
+    "failed_agent",
+    "failed_verification",
+    "failed_teardown",
+    "failed_host_state",
+    "failed_oom",
+    "failed_internal",
+    "evidence_incomplete",
+]
+"""The verdicts a `trial/1` record could claim: no `cancelled` (that harness had none)."""
+
+CancelSignal = Literal["SIGINT", "SIGTERM"]
+"""The stop signals that cancel a trial (Ctrl-C, GitHub Actions' cancel; Slurm's scancel
+and time limit, systemd, `kill`)."""
 
 Policy = Literal["model", "scripted"]
 """Who chose the tool calls: the model through the worker, or a fixed script."""
@@ -72,6 +98,49 @@ Channel = Literal["guest_loopback", "guestfwd_unix", "virtio_serial", "none"]
 
 
 class TrialRecord(Record):
+    schema_: Literal["harness.receipt.trial/2"] = Field("harness.receipt.trial/2", alias="schema")
+    trial_id: TrialId
+    harness_version: Version
+    profile: Identifier
+    task: Identifier
+    policy: Policy
+    backend: Literal["qemu", "libvirt"]
+    accel_requested: Literal["auto", "kvm", "tcg"]
+    placement: Placement
+    channel: Channel
+    dispatched: bool
+    started_unix_ms: UnixMillis
+    ended_unix_ms: UnixMillis
+    failed_stage: Stage | None
+    internal_error_stage: Stage | None
+    """The stage in which the harness itself failed unexpectedly (a defect of ours, not a
+    category of the thing under test); None when it did not. Its record and every later
+    stage's are absent, and the verdict is `failed_internal`: a claim that can only make
+    the verdict worse, never hide a recorded failure before it."""
+    cancelled_stage: Stage | None
+    """The stage that was running when a stop signal (`cancel_signal`) cancelled the
+    trial; None when none did. Like `internal_error_stage`, its record and every later
+    stage's are absent (what they did is void), every earlier stage's record is present
+    and succeeded, and the verdict is `cancelled`. Teardown and host state are recorded
+    as for any trial. A signal that arrives after the last stage ended cancels nothing:
+    the trial's evidence is complete and it keeps its verdict."""
+    cancel_signal: CancelSignal | None
+    """The signal that cancelled the trial; set exactly when `cancelled_stage` is."""
+    verdict: Verdict
+
+    @model_validator(mode="after")
+    def _one_ending(self) -> TrialRecord:
+        if (self.cancelled_stage is None) != (self.cancel_signal is None):
+            raise ValueError("cancelled_stage and cancel_signal go together")
+        if self.cancelled_stage is not None and self.internal_error_stage is not None:
+            raise ValueError("a trial is cancelled or fails internally, not both")
+        return self
+
+
+class TrialRecordV1(Record):
+    """The trial record before cancellation existed, read by the audit only (never
+    written): exactly its old fields. A `/1` trial was never cancelled."""
+
     schema_: Literal["harness.receipt.trial/1"] = Field("harness.receipt.trial/1", alias="schema")
     trial_id: TrialId
     harness_version: Version
@@ -91,4 +160,13 @@ class TrialRecord(Record):
     category of the thing under test); None when it did not. Its record and every later
     stage's are absent, and the verdict is `failed_internal`: a claim that can only make
     the verdict worse, never hide a recorded failure before it."""
-    verdict: Verdict
+    verdict: VerdictV1
+
+
+AnyTrialRecord = TrialRecord | TrialRecordV1
+"""A trial record of any version the audit reads."""
+
+
+def cancelled_stage(record: AnyTrialRecord) -> Stage | None:
+    """The stage a stop signal cancelled; never one for a `/1` record."""
+    return record.cancelled_stage if isinstance(record, TrialRecord) else None

@@ -209,6 +209,8 @@ def accepted_model_trial() -> RecordSet:
             ended_unix_ms=1_790_000_060_000,
             failed_stage=None,
             internal_error_stage=None,
+            cancelled_stage=None,
+            cancel_signal=None,
             verdict="accepted",
         ),
         preflight=PreflightRecord(

@@ -26,9 +26,8 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: agent/2, tool_call/2,
-# verification/2: confinement and report-ID fields).
-GOLDEN_ZIP_SHA256 = "a8f25fb72306aaf61ec610a409a21795a85376f3bc6b838c02ff73d10064c42b"
+# update it in the same commit and say why (last: trial/2, its cancelled_stage and cancel_signal).
+GOLDEN_ZIP_SHA256 = "efe05b35c5d3070d60d10e1042dc7118483f43607e7269ae5ff0ad56ac4d4405"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:
