@@ -22,6 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
 
+from host import cancel
 from host.wheelfetch import WheelFetchFailed, download_wheels
 from receipts.canonical import canonical
 from receipts.pintable import build_pin_table, pin_table_bytes
@@ -104,6 +105,7 @@ def _unpack(wheel: Path, site: Path) -> None:
     byte-compiling); refuse members that would land outside the site directory."""
     with zipfile.ZipFile(wheel) as archive:
         for member in archive.infolist():
+            cancel.check()  # a cancelled trial stops between members
             name = member.filename
             parts = name.split("/")
             if name.startswith("/") or ".." in parts or member.is_dir():

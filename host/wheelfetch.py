@@ -12,6 +12,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from host import cancel
+
+FETCH_DEADLINE_S = 1800.0
+"""pip fetching a few wheels; far longer means a hung index (it used to have no bound)."""
+
 
 class WheelFetchFailed(RuntimeError):
     """pip could not download the requested wheels."""
@@ -31,6 +36,11 @@ def download_wheels(requirements: Sequence[str], into: Path) -> list[Path]:
         str(into),
         *requirements,
     ]
-    if subprocess.run(command, capture_output=True, check=False).returncode != 0:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        cancel.communicate(process, FETCH_DEADLINE_S)  # a cancelled trial kills pip
+    except subprocess.TimeoutExpired:
+        raise WheelFetchFailed("pip download") from None
+    if process.returncode != 0:
         raise WheelFetchFailed("pip download")
     return sorted(into.glob("*.whl"))

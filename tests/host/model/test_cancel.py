@@ -18,6 +18,7 @@ import asyncio
 import os
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from host.model import progress
 from host.model.convert import convert, plan_conversion, write_gguf
 from host.model.pins import sha256_file as pins_sha256_file
 from host.model.verify_gguf import verify_gguf
+from host.runtime import _unpack
+from host.wheelfetch import download_wheels
 
 BIG = 8 << 30
 CANCEL_AFTER_S = 0.3
@@ -182,3 +185,28 @@ def test_cancelling_a_task_waits_for_its_thread_to_stop(big_file: Path) -> None:
     returned = asyncio.run(main())
     assert finished and finished[0] <= returned  # the thread ended before the await did
     assert returned - started < CANCEL_AFTER_S + NOTICE_S
+
+
+def test_unpacking_a_runtime_wheel_stops_after_a_cancel(tmp_path: Path) -> None:
+    """The guest runtime build (host/runtime.py) checks the token between members."""
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for index in range(3):
+            archive.writestr(f"demo/module{index}.py", "x = 1\n")
+    token = cancel.CancelToken()
+    token.cancel()
+    with cancel.cancel_scope(token), pytest.raises(cancel.Cancelled):
+        _unpack(wheel, tmp_path / "site")
+    assert not (tmp_path / "site").exists()  # not one member written
+    _unpack(wheel, tmp_path / "site")  # the control: outside a cancelled scope it unpacks
+    assert len(list((tmp_path / "site" / "demo").iterdir())) == 3
+
+
+def test_a_wheel_fetch_is_killed_after_a_cancel(tmp_path: Path) -> None:
+    """pip (host/wheelfetch.py) runs under cancel.communicate: killed, not waited for."""
+    token = cancel.CancelToken()
+    token.cancel()
+    started = time.monotonic()
+    with cancel.cancel_scope(token), pytest.raises(cancel.Cancelled):
+        download_wheels(["harness-no-such-distribution==0.0.0"], tmp_path)
+    assert time.monotonic() - started < NOTICE_S
