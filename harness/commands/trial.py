@@ -3,27 +3,92 @@
 Exit status reflects the verdict: 0 accepted, 1 task_incomplete, 3 any failed_* or
 evidence_incomplete verdict, 2 usage or an input that cannot be read, 4 when the
 receipt the trial wrote does not audit as valid (a harness defect, never hidden).
+A trial stopped by SIGINT or SIGTERM exits 130 or 143 (128 + the signal's number,
+the shell's convention, which Slurm, GitHub Actions and systemd read as "stopped").
+
+Why handlers are installed here, explicitly: Python's default SIGTERM action kills
+the process with no `finally`, so no teardown and no receipt; and a background job
+of a non-interactive shell starts with SIGINT ignored (FIELD-NOTES.md). The first
+signal cancels the running stage (Trial.cancel): teardown releases everything with
+cleanup receipts and a receipt with verdict `cancelled` is written. A second signal,
+or HURRY_AFTER_S after the first, means hurry: release and write only.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from pathlib import Path
+
+import structlog
 
 from harness.dispatch import DispatchRefused, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
 from harness.profiles.budgets import profile_contradiction
-from harness.trial.pipeline import TrialOptions, run_trial
-from harness.trial.progress import LiveProgress
+from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.progress import LiveProgress, LogProgress, ProgressSink
 from receipts.canonical import canonical
+from receipts.records.trial import CancelSignal
 
 EXIT_ACCEPTED, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_FAILED, EXIT_INVALID_RECEIPT = 0, 1, 2, 3, 4
+STOP_SIGNALS: dict[CancelSignal, signal.Signals] = {
+    "SIGINT": signal.SIGINT,
+    "SIGTERM": signal.SIGTERM,
+}
+EXIT_STOPPED: dict[CancelSignal, int] = {name: 128 + sig for name, sig in STOP_SIGNALS.items()}
+"""130 for SIGINT, 143 for SIGTERM."""
+HURRY_AFTER_S = 20.0
+"""After the first stop signal, hurry on our own: Slurm's KillWait (30 s by default) is
+the whole grace period, and GitHub Actions kills 10 s after its SIGINT."""
+
+EPILOG = """\
+exit status: 0 accepted, 1 task_incomplete, 3 any other verdict (failed_*,
+evidence_incomplete), 2 usage, 4 the receipt written does not audit as valid.
+SIGINT or SIGTERM cancels the trial: every owned resource is released, a valid
+receipt with verdict `cancelled` (naming the stage) is written, and the exit
+status is 130 (SIGINT) or 143 (SIGTERM), within Slurm's 30 s KillWait. A second
+signal hurries: release and write only (host state recorded unread)."""
+
+
+async def run_trial_with_signals(
+    options: TrialOptions, progress: ProgressSink | None = None
+) -> tuple[TrialResult, CancelSignal | None]:
+    """Run the trial with SIGINT and SIGTERM handled (see the module's docstring); the
+    result and the first stop signal received, if any."""
+    trial = Trial(options, progress=progress)
+    loop = asyncio.get_running_loop()
+    hurry_timer: asyncio.TimerHandle | None = None
+
+    def on_signal(name: CancelSignal) -> None:
+        nonlocal hurry_timer
+        structlog.get_logger("harness.trial").warning(
+            "stop_signal", category=name, stage=trial.current
+        )
+        trial.cancel(name)
+        if hurry_timer is None:
+            hurry_timer = loop.call_later(HURRY_AFTER_S, trial.hasten)
+
+    for name, signum in STOP_SIGNALS.items():
+        loop.add_signal_handler(signum, on_signal, name)
+    try:
+        result = await trial.run()
+    finally:
+        for signum in STOP_SIGNALS.values():
+            loop.remove_signal_handler(signum)
+        if hurry_timer is not None:
+            hurry_timer.cancel()
+    return result, trial.stop_signal
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("trial", help="run one trial end to end")
+    parser = subparsers.add_parser(
+        "trial",
+        help="run one trial end to end",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--profile", required=True)
     parser.add_argument("--task", help="default: the profile's default task")
     parser.add_argument("--agent", default="model", help="model | scripted:FILE")
@@ -89,9 +154,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if sys.stderr.isatty() and not args.json:
         with LiveProgress() as live:  # stage, elapsed and deadline, drawn on the terminal
-            result = asyncio.run(run_trial(options, progress=live))
+            result, stopped = asyncio.run(run_trial_with_signals(options, progress=live))
     else:
-        result = asyncio.run(run_trial(options))
+        result, stopped = asyncio.run(run_trial_with_signals(options, progress=LogProgress()))
     if args.json:
         sys.stdout.write(
             canonical(
@@ -112,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"zip sha256  {result.bundle.zip_sha256}")
     if not result.valid:
         return EXIT_INVALID_RECEIPT
+    if stopped is not None:
+        return EXIT_STOPPED[stopped]
     if result.verdict == "accepted":
         return EXIT_ACCEPTED
     return EXIT_INCOMPLETE if result.verdict == "task_incomplete" else EXIT_FAILED

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from host.hoststate.categories import CompareOutcome, FacetName
+from host.hoststate.categories import FACETS, CompareOutcome, FacetName
 from host.hoststate.compare import compare_facet
 from host.hoststate.facet import FacetSnapshot
 from host.hoststate.snapshot import HostSnapshot
@@ -62,4 +62,16 @@ def host_state_record(before: HostSnapshot, after: HostSnapshot) -> HostStateRec
         excluded_trials=tuple(
             sorted({tag for f in (*before.facets, *after.facets) for tag in f.excluded_tags})
         ),
+    )
+
+
+def unread_snapshot() -> HostSnapshot:
+    """A snapshot that read nothing: what a trial in a hurry (a second stop signal)
+    records instead of reading the host again. Every facet compares `unread`, never
+    `unchanged`: a comparison not made is not evidence that nothing changed."""
+    return HostSnapshot(
+        tuple(
+            FacetSnapshot(name=name, state="unread", sha256=None, count=0, reason="not_read")
+            for name in FACETS
+        )
     )

@@ -7,6 +7,7 @@ after it still run. The receipts come out in release order.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
@@ -36,7 +37,14 @@ class OwnedResources:
         stop before verification); its receipts keep their place in release order."""
         for position in range(len(self._releases) - 1, -1, -1):
             if self._releases[position][0] == resource:
-                await self._run(*self._releases.pop(position))
+                release = asyncio.ensure_future(self._run(*self._releases.pop(position)))
+                try:
+                    await asyncio.shield(release)
+                except asyncio.CancelledError:
+                    # A stop signal during the release: it was taken off the list, so it
+                    # must finish here, or the resource would leak with no receipt.
+                    await release
+                    raise
                 return
 
     async def release_all(self) -> list[CleanupResult]:

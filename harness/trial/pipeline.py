@@ -52,7 +52,7 @@ from harness.trial.guestworker import (
 )
 from harness.trial.guestworker import READY_DEADLINE_S as GUEST_READY_S
 from harness.trial.guestworker import WORKER_URL as GUEST_WORKER_URL
-from harness.trial.hoststate import host_state_record
+from harness.trial.hoststate import host_state_record, unread_snapshot
 from harness.trial.memsampler import MemorySampler, memory_dir_of_pid
 from harness.trial.modelstage import PreparedModel, prepare
 from harness.trial.owned import OwnedResources
@@ -76,6 +76,7 @@ from harness.trial.workerstage import (
     start_host_worker,
     worker_record,
 )
+from host.cancel import Cancelled, CancelToken, cancel_scope, in_thread
 from host.hoststate.others import live_trial_tags
 from host.hoststate.snapshot import HostSnapshot, take_snapshot
 from host.image.build import GuestImage, ensure_image, failure_record
@@ -112,7 +113,14 @@ from receipts.records import (
     WorkerRequestRecord,
 )
 from receipts.records.hostreading import GuestCommandFailure
-from receipts.records.trial import STAGE_ORDER, Placement, Policy, Stage, Verdict
+from receipts.records.trial import (
+    STAGE_ORDER,
+    CancelSignal,
+    Placement,
+    Policy,
+    Stage,
+    Verdict,
+)
 from receipts.records.vm import VmCategory
 from receipts.records.worker import WorkerCategory
 from receipts.recordset import RecordSet
@@ -229,6 +237,18 @@ class Trial:
         """The stage running now; where an unexpected exception is attributed."""
         self.crashed = False
         """An exception that is not a stage's named failure ended the trial (our defect)."""
+        self.cancel_token = CancelToken()
+        """Cancelled with the trial: threads doing its blocking work stop (host/cancel.py)."""
+        self.stop_signal: CancelSignal | None = None
+        """The first stop signal received, whenever it came."""
+        self.cancel_signal: CancelSignal | None = None
+        """The stop signal that cancelled a stage (None when it came after the last one)."""
+        self.cancelled_in: Stage | None = None
+        """The stage that signal cancelled; its record and every later one's are void."""
+        self.hurry = False
+        """A second stop signal (or the grace period running out): release, bundle, exit;
+        the host state is not read again (its facets are recorded `unread`)."""
+        self._stages_task: asyncio.Future[None] | None = None
 
     # ---- helpers -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -297,6 +317,31 @@ class Trial:
     @property
     def policy(self) -> Policy:
         return "model" if self.o.script is None else "scripted"
+
+    def cancel(self, signal: CancelSignal) -> None:
+        """A stop signal arrived (the CLI's handler calls this on the event loop).
+
+        The first cancels the stage that is running: its task gets CancelledError at
+        its current await, and blocking work in threads sees the token within a
+        second. Teardown and bundling then run as for a failed stage, so every owned
+        resource is released with its receipt and a valid receipt names the stage.
+        A signal after the last stage ended cancels nothing (the evidence is complete).
+        A second signal means hurry: see `hurry`."""
+        if self.stop_signal is not None:
+            self.hurry = True
+            return
+        self.stop_signal = signal
+        task = self._stages_task
+        if task is not None and task.done():
+            return  # the stages are over: teardown and bundling are release and write only
+        self.cancel_signal = signal
+        self.cancel_token.cancel()
+        if task is not None:
+            task.cancel()
+
+    def hasten(self) -> None:
+        """Hurry as a second signal would: the grace period is running out."""
+        self.hurry = True
 
     # ---- stages --------------------------------------------------------------------------
     def stage_preflight(self) -> None:
@@ -446,8 +491,8 @@ class Trial:
         async def plan(accelerator: Accelerator) -> DiskPlan:
             if self.o.script is None:
                 self.placement = resolve_placement(self.placement_requested, accelerator)
-            await asyncio.to_thread(self.build_runtimes)
-            source = await asyncio.to_thread(self.data_source, scratch)
+            await in_thread(self.build_runtimes)
+            source = await in_thread(self.data_source, scratch)
             channel = scratch / "api.sock" if self.placement == "host" else None
             return DiskPlan(source, channel)
 
@@ -760,9 +805,9 @@ class Trial:
                 self.stage_dispatch(source)
         if self.o.script is None:
             with self.stage_step("model", float(profile.provisioning.deadline_s)):
-                self.stage_model()
+                await in_thread(self.stage_model)  # hashing, conversion: minutes for a real model
         with self.stage_step("image", float(profile.provisioning.deadline_s)):
-            image = self.stage_image()
+            image = await in_thread(self.stage_image)
         with self.stage_step("vm", float(profile.vm.ssh_deadline_s)):
             await self.stage_vm(image, scratch)
         with self.stage_step("gate", GATE_DEADLINE_S):
@@ -783,7 +828,7 @@ class Trial:
         """The trial under its lease (host/vm/lease.py): `harness gc` leaves a live
         trial's resources alone and releases a killed one's."""
         trials_root = self.o.cache / "trials"
-        with TrialLease(trials_root, self.tag):
+        with TrialLease(trials_root, self.tag), cancel_scope(self.cancel_token):
             return await self._run(trials_root)
 
     async def _run(self, trials_root: Path) -> TrialResult:
@@ -797,7 +842,7 @@ class Trial:
         sampler.start()
         try:
             try:
-                await self.stages(scratch)
+                await self.cancellable_stages(scratch)
             except StageFailed:
                 await self._name_guest_disk_full()
             except (SshError, VmError):
@@ -837,8 +882,25 @@ class Trial:
             self.keep("verifier_vm", verifier_final)
         self.keep("memory", memory)
         with self.step("bundle"):
-            hoststate = host_state_record(before, self.host_snapshot(trials_root))
+            # In a hurry the host state is not read again: no waiting on firewall tools.
+            after = unread_snapshot() if self.hurry else self.host_snapshot(trials_root)
+            hoststate = host_state_record(before, after)
             return self.bundle(started_ms, cleanup, hoststate)
+
+    async def cancellable_stages(self, scratch: Path) -> None:
+        """The stages as a task `cancel` can cancel. When a stop signal ended them,
+        whatever the cancel made the running stage raise (CancelledError at an await,
+        `Cancelled` from a thread, or an error of a connection cut short), the cancel is
+        what ended the trial: the stage running then is recorded as cancelled."""
+        self._stages_task = asyncio.ensure_future(self.stages(scratch))
+        if self.cancel_signal is not None:  # the signal came before the first stage began
+            self._stages_task.cancel()
+        try:
+            await self._stages_task
+        except (asyncio.CancelledError, Cancelled, Exception):
+            if self.cancel_signal is None:
+                raise  # not a stop signal's doing
+            self.cancelled_in = self.current
 
     def host_snapshot(self, trials_root: Path) -> HostSnapshot:
         """Host state, leaving out what provably belongs to other trials alive now (their
@@ -863,6 +925,11 @@ class Trial:
             failed_first = self.first_failed(started_ms, singles)
             if failed_first is not None and failed_first != STAGE_ORDER[-1]:
                 void_from = STAGE_ORDER[STAGE_ORDER.index(failed_first) + 1]
+        if self.cancelled_in is not None:  # what the cancelled stage did is void, and after
+            void_from = min(
+                (s for s in (void_from, self.cancelled_in) if s is not None),
+                key=STAGE_ORDER.index,
+            )
         if void_from is not None:
             for later in STAGE_ORDER:
                 if _after(later, void_from):
@@ -926,6 +993,8 @@ class Trial:
             ended_unix_ms=max(int(time.time() * 1000), started_ms),
             failed_stage=failed,
             internal_error_stage=crashed,
+            cancelled_stage=self.cancelled_in,
+            cancel_signal=self.cancel_signal if self.cancelled_in is not None else None,
             verdict=verdict,
         )
 

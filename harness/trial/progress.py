@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import structlog
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -121,3 +122,18 @@ class LiveProgress:
 
     def end(self, step: TrialStep, ok: bool) -> None:
         self.timer.end(step, ok)
+
+
+class LogProgress:
+    """Each step's start and end as a structured log line (info level), for when nothing
+    is drawn: an operator reading CI output, or a test that must act while a given stage
+    runs (tests/harness/trial/test_signal_trial_vm.py), sees where the trial is."""
+
+    def __init__(self) -> None:
+        self.log = structlog.get_logger("harness.trial")
+
+    def begin(self, step: TrialStep, deadline_s: float | None) -> None:
+        self.log.info("stage_begin", stage=str(step))
+
+    def end(self, step: TrialStep, ok: bool) -> None:
+        self.log.info("stage_end", stage=str(step), outcome="ok" if ok else "failed")

@@ -18,6 +18,7 @@ from typing import Literal
 
 from harness.profiles import Profile
 from harness.trial.owned import OwnedResources
+from host.cancel import in_thread
 from host.cgroups import Cgroup
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
@@ -258,7 +259,7 @@ async def _boot(
 ) -> None:
     """Data disk, QEMU in the handle's cgroup, budgets checked where QEMU runs, SSH."""
     try:
-        data_disk = await asyncio.to_thread(
+        data_disk = await in_thread(  # mkfs into disk_dir: done before its release removes it
             build_data_disk, disk_plan.data_source, disk_dir / "data.img"
         )
         spec = VmSpec(

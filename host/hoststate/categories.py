@@ -34,8 +34,10 @@ UnreadReason = Literal[
     "tool_missing",
     "tool_failed",
     "tool_timeout",
+    "not_read",
 ]
-"""Why a facet could not be read."""
+"""Why a facet could not be read; `not_read`: a trial in a hurry (a second stop signal)
+did not read it at all."""
 
 CompareOutcome = Literal["unchanged", "changed", "unread"]
 """Before/after for one facet: `unread` when either side was unread."""

@@ -159,17 +159,17 @@ def test_a_receipt_that_does_not_audit_exits_4(
     records = accepted_scripted_trial()
 
     def fake_run(source: Any) -> Any:
-        async def run(options: TrialOptions) -> TrialResult:
+        async def run(options: TrialOptions, progress: Any = None) -> tuple[TrialResult, None]:
             trial = Trial(options)
             _collect(trial, records, source=source)
-            return _bundle(trial, records)
+            return _bundle(trial, records), None
 
         return run
 
     argv = ["trial", "--profile", "tiny", "--agent", f"scripted:{SOLUTION}", "--out", str(tmp_path)]
-    monkeypatch.setattr("harness.commands.trial.run_trial", fake_run(records.source))
+    monkeypatch.setattr("harness.commands.trial.run_trial_with_signals", fake_run(records.source))
     assert main(argv) == 0
-    monkeypatch.setattr("harness.commands.trial.run_trial", fake_run(None))
+    monkeypatch.setattr("harness.commands.trial.run_trial_with_signals", fake_run(None))
     # The writer does not refuse it; the audit does, and the exit status says so.
     assert main(argv) == 4
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from harness.commands import trial as trial_command
 from harness.profiles import load_profile
 from harness.trial.pipeline import Trial, TrialOptions
-from harness.trial.progress import LiveProgress, StageTimer, render
+from harness.trial.progress import LiveProgress, LogProgress, StageTimer, render
 
 
 def _trial(tmp_path: Path, timer: StageTimer) -> Trial:
@@ -73,7 +73,7 @@ def test_drawn_only_on_a_terminal_and_never_with_json(
         def isatty(self) -> bool:
             return tty
 
-    monkeypatch.setattr(trial_command, "run_trial", fake_run_trial)
+    monkeypatch.setattr(trial_command, "run_trial_with_signals", fake_run_trial)
     monkeypatch.setattr("sys.stderr", FakeStderr())
     args = argparse.Namespace(
         profile="tiny",
@@ -89,4 +89,4 @@ def test_drawn_only_on_a_terminal_and_never_with_json(
     with pytest.raises(SystemExit):
         trial_command.run(args)
     assert len(seen) == 1
-    assert isinstance(seen[0], LiveProgress) if live else seen[0] is None
+    assert isinstance(seen[0], LiveProgress if live else LogProgress)

@@ -1,0 +1,171 @@
+"""SIGTERM and SIGINT end a real `harness trial` properly, at several stages.
+
+How schedulers stop a job (FIELD-NOTES.md): Slurm sends SIGTERM and SIGKILL after
+KillWait (30 s), GitHub Actions SIGINT first, systemd SIGTERM. A real `harness trial`
+process (its own session, as a job step is) is signalled while a given stage runs,
+read from its own structured log (`stage_begin`). It must exit 143 / 130 within the
+grace period, with a receipt that `harness audit` finds valid, verdict `cancelled`
+naming that stage and signal, every cleanup receipt `confirmed`, and nothing of the
+trial left for `harness gc`. Four real VMs (2 scripted, 2 model-driven with the host
+worker) rather than a full stage x signal matrix: each TCG trial costs about a minute.
+
+Mutation controls: without the CLI's handlers, SIGTERM kills the process with no
+receipt (exit -15) and SIGINT raises KeyboardInterrupt past the teardown; both fail
+here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from host.cgroups import detect
+from host.vm.leftovers import find_processes, find_trial_dirs
+from receipts.audit import audit_and_read
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).parents[3]
+TRIALS = Path.home() / ".cache" / "harness" / "trials"
+SOLUTION = "profiles/tasks/py-one-line-fix/scripts/solution.json"
+STAGE_DEADLINE_S = 900.0
+"""A cold machine builds the image and runtime first; a warm one reaches any stage in ~1 min."""
+GRACE_S = 30.0
+"""Slurm's default KillWait: everything must be done before SIGKILL would come."""
+
+
+class StderrLog:
+    """The trial's JSON log lines, read on a thread so its stderr pipe never fills."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.events: list[dict[str, object]] = []
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for line in stream:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self.cond:
+                self.events.append(event)
+                self.cond.notify_all()
+
+    def wait_for(self, stage: str, process: subprocess.Popen[bytes]) -> bool:
+        wanted = {"event": "stage_begin", "stage": stage}
+        deadline = time.monotonic() + STAGE_DEADLINE_S
+        with self.cond:
+            while time.monotonic() < deadline and process.poll() is None:
+                if any(all(e.get(k) == v for k, v in wanted.items()) for e in self.events):
+                    return True
+                self.cond.wait(0.05)
+        return False
+
+
+def _qemu_tags_of(parent: int) -> list[str]:
+    """Tags of the full-boot QEMU processes (not accelerator probes) `parent` started."""
+    tags = []
+    for process in find_processes(qemu_only=True):
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"PPid:\t{parent}\n" in status and b"hostfwd=" in cmdline:
+            tags.append(process.tag)
+    return tags
+
+
+@pytest.mark.parametrize(
+    ("policy", "stage", "signum"),
+    [
+        ("scripted", "vm", signal.SIGTERM),  # QEMU booting, under TCG ~6-10 s
+        ("scripted", "gate", signal.SIGINT),  # a guest command over SSH
+        ("model", "agent", signal.SIGTERM),  # the host worker serving the agent's long command
+        ("model", "worker", signal.SIGINT),  # the host worker starting, loading the GGUF
+    ],
+)
+def test_a_stop_signal_cancels_the_trial_with_a_valid_receipt(
+    policy: str, stage: str, signum: signal.Signals, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    argv = [
+        *(sys.executable, "-m", "harness.cli", "--log-format", "json", "--log-level", "info"),
+        *("trial", "--profile", "tiny", "--accel", "tcg", "--out", str(out), "--json"),
+    ]
+    if policy == "scripted":
+        argv += ["--agent", f"scripted:{SOLUTION}"]
+    child = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    assert child.stderr is not None and child.stdout is not None
+    log = StderrLog(child.stderr)
+    try:
+        reached = log.wait_for(stage, child)
+        if reached and stage == "vm":  # QEMU really running, not just the stage begun
+            deadline = time.monotonic() + 120
+            while not _qemu_tags_of(child.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            reached = bool(_qemu_tags_of(child.pid))
+        assert reached, f"the trial never reached {stage}: {log.events[-5:]}"
+        signalled = time.monotonic()
+        os.kill(child.pid, signum)
+        stdout = child.stdout.read()
+        code = child.wait(timeout=GRACE_S + 30)
+        took = time.monotonic() - signalled
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    print(f"{policy} {stage} {signum.name}: exit {code} after {took:.1f} s")
+    assert code == 128 + signum, (code, log.events[-5:])
+    assert took < GRACE_S, took
+    summary = json.loads(stdout)
+    assert (summary["verdict"], summary["valid"]) == ("cancelled", True), summary
+
+    receipt = Path(summary["receipt"])
+    audit = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "audit", "--json", str(receipt)],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert audit.returncode == 0, audit.stdout
+    assert json.loads(audit.stdout)["derived_verdict"] == "cancelled"
+    result, records = audit_and_read(receipt.read_bytes())
+    assert result.valid and records is not None and records.trial is not None
+    trial = records.trial
+    assert (trial.cancelled_stage, trial.cancel_signal) == (stage, signum.name)  # type: ignore[union-attr]
+    assert trial.failed_stage == stage and records.stage_record(stage) is None
+    assert records.cleanup and {c.status for c in records.cleanup} == {"confirmed"}
+    resources = {c.resource for c in records.cleanup}
+    assert {"qemu_process", "cgroup", "data_disk"} <= resources, resources
+    if policy == "model":
+        assert "worker_process" in resources, resources
+
+    # Nothing of this trial is left: no process, cgroup, directory, lease; gc sees nothing.
+    tag = trial.trial_id[:16]
+    assert [p for p in find_processes() if p.tag == tag] == []
+    listing = detect().list_names(prefix=f"trial-{tag}")
+    assert not any(item.names for item in listing.values())
+    assert [p for p in find_trial_dirs(TRIALS) if tag in p.name] == []
+    assert not (TRIALS / f"lease-{tag}").exists()
+    dry = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "gc", "--dry-run"],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert dry.returncode == 0 and tag.encode() not in dry.stdout, dry.stdout
