@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
+from host import cancel
 from host.model.keys import content_key
 from receipts.staging import fill_lock, staged_directory
 from receipts.strictjson import StrictJsonError, loads_strict
@@ -72,6 +73,8 @@ CMAKE_ARGS: dict[Flavour, tuple[str, ...]] = {
 _SIDECAR = "wheel.json"
 CACHE_ENV = "HARNESS_WHEELS_CACHE"
 TEST_BUILD_ENV = "HARNESS_WHEELS_TEST_BUILD"
+PIP_DEADLINE_S = 7200.0
+"""A bound on one pip download or build (the build measured ~7-9 min on 2 cores)."""
 _CHUNK = 1 << 20
 
 
@@ -130,6 +133,7 @@ def sha256_file(path: Path) -> tuple[str, int]:
     size = 0
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):
+            cancel.check()  # a cancelled trial stops within one chunk
             digest.update(chunk)
             size += len(chunk)
     return digest.hexdigest(), size
@@ -155,8 +159,16 @@ def _only(paths: list[Path], missing: WheelRefusal, ambiguous: WheelRefusal) -> 
 def _run_child(argv: list[str], env: dict[str, str] | None = None) -> int:
     """Run a child (pip, or the test seam's stand-in) with its stdout sent to our stderr:
     our stdout carries the one JSON result `.ci/llama-wheel` parses, and a shell that
-    captures a command's stdout captures its children's too (FIELD-NOTES)."""
-    return subprocess.run(argv, env=env, stdout=sys.stderr, check=False).returncode
+    captures a command's stdout captures its children's too (FIELD-NOTES).
+    A trial's cancel (host/cancel.py) kills it with its process group: compiling
+    llama.cpp takes minutes, far past a scheduler's grace period. Past PIP_DEADLINE_S it
+    is killed too, and reads as a failure (-1)."""
+    proc = subprocess.Popen(argv, env=env, stdout=sys.stderr, start_new_session=True)
+    try:
+        cancel.communicate(proc, PIP_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        return -1
+    return proc.returncode
 
 
 def _download_sdist(dest: Path) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from host import cancel
+from host import cancel, wheels
 from host.image.digest import sha256_file as image_sha256_file
 from host.image.errors import ImageError
 from host.image.tools import run_tool
@@ -209,4 +209,15 @@ def test_a_wheel_fetch_is_killed_after_a_cancel(tmp_path: Path) -> None:
     started = time.monotonic()
     with cancel.cancel_scope(token), pytest.raises(cancel.Cancelled):
         download_wheels(["harness-no-such-distribution==0.0.0"], tmp_path)
+    assert time.monotonic() - started < NOTICE_S
+
+
+def test_the_llama_wheel_download_is_killed_after_a_cancel(tmp_path: Path) -> None:
+    """host/wheels.py's pip steps (download, the minutes-long build) run under
+    cancel.communicate too."""
+    token = cancel.CancelToken()
+    token.cancel()
+    started = time.monotonic()
+    with cancel.cancel_scope(token), pytest.raises(cancel.Cancelled):
+        wheels._download_sdist(tmp_path)
     assert time.monotonic() - started < NOTICE_S
