@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -82,10 +84,24 @@ def cancel_scope(token: CancelToken) -> Iterator[CancelToken]:
         _CURRENT.reset(reset)
 
 
+def kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child and, when it leads its own process group (started with
+    `start_new_session=True`), everything in that group: a build tool's own children
+    (apt under mmdebstrap, the compiler under pip) must not compile on as orphans."""
+    try:
+        if os.getpgid(process.pid) == process.pid:
+            os.killpg(process.pid, signal.SIGKILL)
+            return
+    except ProcessLookupError:
+        return
+    process.kill()
+
+
 def communicate(process: subprocess.Popen[bytes], timeout_s: float) -> tuple[bytes, bytes]:
-    """`process.communicate(timeout=timeout_s)`, but the child is killed and `Cancelled`
-    raised within POLL_S of the current token being cancelled (a build tool can run for
-    minutes). On the timeout the child is killed too, and TimeoutExpired propagates."""
+    """`process.communicate(timeout=timeout_s)`, but the child (and its process group,
+    see kill_tree) is killed and `Cancelled` raised within POLL_S of the current token
+    being cancelled (a build tool can run for minutes). On the timeout the child is
+    killed too, and TimeoutExpired propagates."""
     token = current()
     waited = 0.0
     while True:
@@ -94,7 +110,7 @@ def communicate(process: subprocess.Popen[bytes], timeout_s: float) -> tuple[byt
         except subprocess.TimeoutExpired:
             waited += POLL_S
             if token.cancelled or waited >= timeout_s:
-                process.kill()
+                kill_tree(process)
                 process.communicate()
                 if token.cancelled:
                     raise Cancelled from None

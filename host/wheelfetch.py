@@ -36,7 +36,9 @@ def download_wheels(requirements: Sequence[str], into: Path) -> list[Path]:
         str(into),
         *requirements,
     ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         cancel.communicate(process, FETCH_DEADLINE_S)  # a cancelled trial kills pip
     except subprocess.TimeoutExpired:

@@ -49,6 +49,7 @@ def run_tool(
             stderr=subprocess.PIPE,
             cwd=cwd,
             env=tool_env(env),
+            start_new_session=True,  # its own group: a cancel kills the tool's children too
         )
         # A cancelled trial kills the tool within a fraction of a second (host/cancel.py).
         stdout, stderr_bytes = cancel.communicate(process, timeout_s)
