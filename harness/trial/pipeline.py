@@ -882,10 +882,25 @@ class Trial:
             self.keep("verifier_vm", verifier_final)
         self.keep("memory", memory)
         with self.step("bundle"):
-            # In a hurry the host state is not read again: no waiting on firewall tools.
-            after = unread_snapshot() if self.hurry else self.host_snapshot(trials_root)
-            hoststate = host_state_record(before, after)
+            hoststate = host_state_record(before, await self.after_snapshot(trials_root))
             return self.bundle(started_ms, cleanup, hoststate)
+
+    async def after_snapshot(self, trials_root: Path) -> HostSnapshot:
+        """The host state after teardown, read in a thread so that a second stop signal
+        (hurry) is seen while it is read: the firewall tools alone may take 10 s. In a
+        hurry nothing more is waited for; the snapshot says it read nothing (`unread`,
+        never `unchanged`), and the reading thread ends on its own (bounded by its tools'
+        deadlines)."""
+        if self.hurry:
+            return unread_snapshot()
+        reading = asyncio.ensure_future(asyncio.to_thread(self.host_snapshot, trials_root))
+        reading.add_done_callback(lambda task: task.cancelled() or task.exception())
+        while True:
+            done, _ = await asyncio.wait({reading}, timeout=0.1)
+            if self.hurry:  # a signal pending when the reading began is handled in the wait
+                return unread_snapshot()
+            if done:
+                return reading.result()
 
     async def cancellable_stages(self, scratch: Path) -> None:
         """The stages as a task `cancel` can cancel. When a stop signal ended them,
