@@ -43,6 +43,12 @@ HURRY_AFTER_S = 20.0
 """After the first stop signal, hurry on our own: Slurm's KillWait (30 s by default) is
 the whole grace period, and GitHub Actions kills 10 s after its SIGINT."""
 
+REPEAT_S = 1.0
+"""The same signal again within this is the same signal. Why: a signal sent to the whole
+process group (a terminal's Ctrl-C) can reach a child forked at that moment before it
+leaves our group (QEMU, the worker); the child still shares our event loop's wakeup
+pipe, so the loop sees the one signal twice, which would read as 'hurry'."""
+
 EPILOG = """\
 exit status: 0 accepted, 1 task_incomplete, 3 any other verdict (failed_*,
 evidence_incomplete), 2 usage, 4 the receipt written does not audit as valid.
@@ -61,8 +67,14 @@ async def run_trial_with_signals(
     loop = asyncio.get_running_loop()
     hurry_timer: asyncio.TimerHandle | None = None
 
+    last: dict[CancelSignal, float] = {}
+
     def on_signal(name: CancelSignal) -> None:
         nonlocal hurry_timer
+        now = loop.time()
+        if now - last.get(name, -REPEAT_S) < REPEAT_S:
+            return  # the same signal twice at once: one signal (see REPEAT_S)
+        last[name] = now
         structlog.get_logger("harness.trial").warning(
             "stop_signal", category=name, stage=trial.current
         )

@@ -220,7 +220,18 @@ async def start_host_worker(
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     try:
-        popen = spawn_in_cgroup(cgroup, argv, then=_die_with_parent, stdout=-1, stderr=-3, env=env)
+        # Its own session, as QEMU's (host/vm/process.py): a Ctrl-C at the terminal (SIGINT
+        # to the foreground process group) reaches the orchestrator, which cancels the
+        # trial and stops the worker itself, rather than killing the worker first.
+        popen = spawn_in_cgroup(
+            cgroup,
+            argv,
+            then=_die_with_parent,
+            stdout=-1,
+            stderr=-3,
+            env=env,
+            start_new_session=True,
+        )
     except CgroupError:
         raise WorkerStageFailed("worker_exited") from None
 

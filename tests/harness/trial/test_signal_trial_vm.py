@@ -92,6 +92,7 @@ def _guests_of(parent: int) -> set[int]:
         ("scripted", "vm", (signal.SIGTERM,)),  # QEMU booting, under TCG ~6-10 s
         ("scripted", "gate", (signal.SIGINT,)),  # a guest command over SSH
         ("model", "agent", (signal.SIGTERM,)),  # the host worker serving the agent's command
+        # Ctrl-C at a terminal: SIGINT to the whole process group (see `group` below)
         ("model", "worker", (signal.SIGINT,)),  # the host worker starting, loading the GGUF
         ("scripted", "verification", (signal.SIGTERM,)),  # the verifier's fresh guest booting
         # GitHub Actions' cancel: SIGINT, then SIGTERM. The second means hurry.
@@ -127,7 +128,10 @@ def test_a_stop_signal_cancels_the_trial_with_a_valid_receipt(
         for index, each in enumerate(signums):
             if index:
                 time.sleep(0.05)  # two different signals, in order (the kernel keeps both)
-            os.kill(child.pid, each)
+            if stage == "worker":  # the terminal's Ctrl-C: the whole foreground group
+                os.killpg(child.pid, each)
+            else:
+                os.kill(child.pid, each)
         stdout = child.stdout.read()
         code = child.wait(timeout=GRACE_S + 30)
         took = time.monotonic() - signalled
