@@ -160,10 +160,12 @@ def _run_child(argv: list[str], env: dict[str, str] | None = None) -> int:
     """Run a child (pip, or the test seam's stand-in) with its stdout sent to our stderr:
     our stdout carries the one JSON result `.ci/llama-wheel` parses, and a shell that
     captures a command's stdout captures its children's too (FIELD-NOTES).
-    A trial's cancel (host/cancel.py) kills it with its process group: compiling
-    llama.cpp takes minutes, far past a scheduler's grace period. Past PIP_DEADLINE_S it
-    is killed too, and reads as a failure (-1)."""
-    proc = subprocess.Popen(argv, env=env, stdout=sys.stderr, start_new_session=True)
+    A trial's cancel (host/cancel.py) kills it: compiling llama.cpp takes minutes, far
+    past a scheduler's grace period. Past PIP_DEADLINE_S it is killed too, and reads as
+    a failure (-1). It stays in our process group (no new session), so a builder killed
+    with its group (test_wheels_cold) takes the child with it; the price: a cancel kills
+    pip, not the compiler pip started."""
+    proc = subprocess.Popen(argv, env=env, stdout=sys.stderr)
     try:
         cancel.communicate(proc, PIP_DEADLINE_S)
     except subprocess.TimeoutExpired:
