@@ -20,6 +20,7 @@ from receipts.records import (
     GateRecord,
     HostStateRecord,
     HostStateRecordV1,
+    HostStateRecordV2,
     ImageRecord,
     MemoryRecord,
     MemoryRecordV1,
@@ -59,7 +60,7 @@ class RecordSet:
     worker: WorkerRecord | None = None
     agent: AgentRecord | AgentRecordV1 | None = None
     verification: VerificationRecord | VerificationRecordV1 | None = None
-    hoststate: HostStateRecord | HostStateRecordV1 | None = None
+    hoststate: HostStateRecord | HostStateRecordV2 | HostStateRecordV1 | None = None
     memory: MemoryRecord | MemoryRecordV1 | None = None
     worker_requests: tuple[WorkerRequestRecord, ...] = field(default=())
     agent_turns: tuple[AgentTurnRecord, ...] = field(default=())
@@ -118,7 +119,12 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("worker", WorkerRecord, sequence=False),
     Kind("agent", AgentRecord, sequence=False, legacy=(AgentRecordV1,)),
     Kind("verification", VerificationRecord, sequence=False, legacy=(VerificationRecordV1,)),
-    Kind("hoststate", HostStateRecord, sequence=False, legacy=(HostStateRecordV1,)),
+    Kind(
+        "hoststate",
+        HostStateRecord,
+        sequence=False,
+        legacy=(HostStateRecordV2, HostStateRecordV1),
+    ),
     Kind("memory", MemoryRecord, sequence=False, legacy=(MemoryRecordV1,)),
     Kind("worker_requests", WorkerRequestRecord, sequence=True),
     Kind("agent_turns", AgentTurnRecord, sequence=True),

@@ -12,8 +12,14 @@ from html import escape
 
 from harness.report.svg import line_chart, timeline
 from receipts.audit import AuditResult
-from receipts.records import AnyHostStateRecord, HostStateRecordV1, MemoryRecord, MemoryRecordV1
-from receipts.records.hoststate import excluded_trials, facet_exclusions
+from receipts.records import (
+    AnyHostStateRecord,
+    HostStateRecordV1,
+    HostStateRecordV2,
+    MemoryRecord,
+    MemoryRecordV1,
+)
+from receipts.records.hoststate import excluded_trials, facet_exclusions, facet_unrelated
 from receipts.recordset import RecordSet
 from receipts.verdict import required_stages, stage_succeeded
 
@@ -37,15 +43,21 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 def _host_state_note(record: AnyHostStateRecord) -> str:
     """Which version the record is and what it left out: an `unchanged` that holds only
     after leaving out another live trial's items must say so, and a `/1` record (an older
-    harness, before exclusions existed) must not look as if it had been checked for them."""
+    harness, before exclusions existed) must not look as if it had been checked for them.
+    Items of no trial (other programs) are counted in the table, per facet."""
     version = f"<code>{escape(record.schema_)}</code>"
     if isinstance(record, HostStateRecordV1):
         return f"<p>{version}: written before exclusions existed; nothing was left out.</p>"
+    older = (
+        " Written before items of no trial were left out: other programs' were compared."
+        if isinstance(record, HostStateRecordV2)
+        else ""
+    )
     tags = excluded_trials(record)
     if not tags:
-        return f"<p>{version}: nothing was left out.</p>"
+        return f"<p>{version}: no other live trial's items were left out.{older}</p>"
     named = ", ".join(f"<code>{escape(tag)}</code>" for tag in tags)
-    return f"<p>{version}: left out as other live trials' resources: {named}.</p>"
+    return f"<p>{version}: left out as other live trials' resources: {named}.{older}</p>"
 
 
 def _verdict_class(verdict: str | None) -> str:
@@ -205,7 +217,15 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
         sections.append(_host_state_note(h))
         sections.append(
             _table(
-                ["facet", "result", "raw bytes", "before", "after", "left out before/after"],
+                [
+                    "facet",
+                    "result",
+                    "raw bytes",
+                    "before",
+                    "after",
+                    "other trials' before/after",
+                    "no trial's before/after",
+                ],
                 (
                     (
                         name,
@@ -214,6 +234,7 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
                         (f.before_sha256 or "-")[:16],
                         (f.after_sha256 or "-")[:16],
                         "{} / {}".format(*facet_exclusions(f)),
+                        "{} / {}".format(*facet_unrelated(f)),
                     )
                     for name, f in facets.items()
                 ),

@@ -3,7 +3,8 @@
 The record has one `routes` facet; the host reads IPv4 and IPv6 routes apart, so the
 two are joined here: the digest covers both, and the result is the worse of the two
 (changed beats unread beats unchanged). Items a snapshot left out as another live
-trial's are counted per facet and side, and their trials' tags listed once.
+trial's are counted per facet and side, and their trials' tags listed once; items it
+left out as no trial's (other programs' activity) are counted per facet and side.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def _comparison(before: list[FacetSnapshot], after: list[FacetSnapshot]) -> Face
             "raw_bytes": raw,
             "excluded_before": sum(f.excluded for f in before),
             "excluded_after": sum(f.excluded for f in after),
+            "unrelated_before": sum(f.unrelated for f in before),
+            "unrelated_after": sum(f.unrelated for f in after),
         }
     )
 

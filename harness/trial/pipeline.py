@@ -77,6 +77,7 @@ from harness.trial.workerstage import (
     worker_record,
 )
 from host.cancel import Cancelled, CancelToken, cancel_scope, in_thread
+from host.hoststate.attribution import OwnTrial
 from host.hoststate.others import live_trial_tags
 from host.hoststate.snapshot import HostSnapshot, take_snapshot
 from host.image.build import GuestImage, ensure_image, failure_record
@@ -921,8 +922,14 @@ class Trial:
         """Host state, leaving out what provably belongs to other trials alive now (their
         leases held): two trials side by side must not fail each other. The tags are
         listed just before reading, and a trial leases its tag before it acquires
-        anything; this trial's own tag is never left out (host/hoststate/others.py)."""
-        return take_snapshot(exclude_tags=live_trial_tags(trials_root, self.tag))
+        anything; this trial's own tag is never left out (host/hoststate/others.py).
+        Cgroups and listening sockets of no trial (other programs on a shared host) are
+        left out and counted; this process and its descendants, and whatever sits in
+        this trial's cgroups, are this trial's (host/hoststate/attribution.py)."""
+        return take_snapshot(
+            exclude_tags=live_trial_tags(trials_root, self.tag),
+            own=OwnTrial(self.tag, os.getpid()),
+        )
 
     def bundle(self, started_ms: int, cleanup: list[Any], hoststate: Any) -> TrialResult:
         singles = dict(self.records.singles)

@@ -35,6 +35,8 @@ class FacetRead:
     """Items left out as another live trial's."""
     excluded_tags: frozenset[str] = frozenset()
     """The tags of the trials they belong to."""
+    unrelated: int = 0
+    """Items left out as no trial's (attribution.py): other programs' activity."""
 
     def __post_init__(self) -> None:
         if (self.state == "unread") != (self.reason is not None):
@@ -57,6 +59,8 @@ class FacetSnapshot:
     excluded: int = 0
     excluded_tags: tuple[str, ...] = ()
     """Sorted; the tags of the other live trials whose items were left out."""
+    unrelated: int = 0
+    """Items left out as no trial's."""
 
     def __post_init__(self) -> None:
         if (self.excluded > 0) != bool(self.excluded_tags):
@@ -70,5 +74,5 @@ class FacetSnapshot:
         for value in (self.sha256, self.raw_sha256):
             if value is not None and _HEX64.fullmatch(value) is None:
                 raise ValueError("digests are 64 lowercase hex digits")
-        if self.count < 0:
+        if self.count < 0 or self.unrelated < 0:
             raise ValueError("counts are not negative")

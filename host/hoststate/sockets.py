@@ -5,17 +5,18 @@ unconnected (state 07; connect() moves a UDP socket to 01), UDP's equivalent of
 listening. Connected sockets come and go with traffic and are not host state a
 trial could leave behind. The result is a sorted set of (proto, address, port).
 These files describe the network namespace of the reading process. A socket whose
-holders all belong to one other live trial (`exclude_tags`, host/hoststate/others.py)
-is left out and counted; one (proto, address, port) held by several sockets stays
-while any of them is not excluded.
+holders all belong to one other live trial (`exclude_tags`, host/hoststate/others.py),
+or, in a trial's snapshot, whose holders belong to no trial (attribution.py), is left
+out and counted; one (proto, address, port) held by several sockets stays while any
+of them is compared.
 """
 
 import ipaddress
 import struct
 from pathlib import Path
 
+from host.hoststate.attribution import UNATTRIBUTED, Attribution, Owner, OwnTrial, scan_processes
 from host.hoststate.facet import CanonicalValue, FacetRead
-from host.hoststate.others import socket_tags
 from host.hoststate.procfile import read_proc_lines
 
 TCP_LISTEN = "0A"
@@ -68,15 +69,8 @@ def _listening(proto: str, lines: list[str]) -> list[Row] | None:
     return out
 
 
-def read_listening_sockets(
-    proc_net: Path,
-    exclude_tags: frozenset[str] = frozenset(),
-    *,
-    proc: Path = Path("/proc"),
-    harness_parent: str = "harness",
-) -> FacetRead:
-    """All four tables; any one unreadable or unparsable makes the facet unread.
-    Sockets of `exclude_tags` (found through `proc`) are left out and counted."""
+def _read_rows(proc_net: Path) -> list[Row] | FacetRead:
+    """Every listening row of the four tables, or the facet unread."""
     rows: list[Row] = []
     for proto in SOCKET_FILES:
         lines = read_proc_lines(proc_net / proto)
@@ -86,22 +80,55 @@ def read_listening_sockets(
         if table is None:
             return FacetRead("unread", reason="parse_failed")
         rows.extend(table)
-    owners: dict[int, str] = {}
-    if exclude_tags:
+    return rows
+
+
+def _vanished(proc_net: Path, inodes: set[int]) -> set[int]:
+    """Which of `inodes` (sockets no holder was found for) are gone from a second read of
+    the tables: closed while the processes were scanned, so not there to compare. An
+    unreadable second read removes nothing."""
+    if not inodes:
+        return set()
+    again = _read_rows(proc_net)
+    if isinstance(again, FacetRead):
+        return set()
+    return inodes - {row[3] for row in again}
+
+
+def read_listening_sockets(
+    proc_net: Path,
+    exclude_tags: frozenset[str] = frozenset(),
+    *,
+    proc: Path = Path("/proc"),
+    harness_parent: str = "harness",
+    own: OwnTrial | None = None,
+) -> FacetRead:
+    """All four tables; any one unreadable or unparsable makes the facet unread.
+    Each socket is attributed through its holders (attribution.py, found through
+    `proc`): those of another live trial (`exclude_tags`) and, when `own` is given,
+    those of no trial are left out and counted; the rest is compared."""
+    rows = _read_rows(proc_net)
+    if isinstance(rows, FacetRead):
+        return rows
+    owners: dict[int, Owner] = {}
+    if exclude_tags or own is not None:
         inodes = {row[3] for row in rows if row[3]}
-        owners = {
-            inode: tag
-            for inode, tag in socket_tags(proc, inodes, harness_parent).items()
-            if tag in exclude_tags
-        }
-    left_out = [row for row in rows if row[3] in owners]
-    found = {(p, a, port) for p, a, port, inode in rows if inode not in owners}
+        attribution = Attribution(scan_processes(proc, harness_parent, inodes), exclude_tags, own)
+        owners = attribution.sockets(inodes)
+        vanished = _vanished(proc_net, {i for i, o in owners.items() if o == UNATTRIBUTED})
+        rows = [row for row in rows if row[3] not in vanished]
+
+    def owner(row: Row) -> Owner:
+        return owners.get(row[3], UNATTRIBUTED) if row[3] else UNATTRIBUTED
+
+    found = {(p, a, port) for p, a, port, inode in rows if owner((p, a, port, inode)).compared}
     canonical: list[CanonicalValue] = [[p, a, port] for p, a, port in sorted(found)]
-    tags = frozenset(owners[row[3]] for row in left_out if row[3] is not None)
+    others = [owner(row) for row in rows if owner(row).kind == "other"]
     return FacetRead(
         "present",
         canonical=canonical,
         count=len(canonical),
-        excluded=len(left_out),
-        excluded_tags=tags,
+        excluded=len(others),
+        excluded_tags=frozenset(o.tag for o in others if o.tag is not None),
+        unrelated=sum(1 for row in rows if owner(row).kind == "unrelated"),
     )

@@ -15,8 +15,10 @@ from receipts.records.hoststate import (
     AnyHostStateRecord,
     FacetComparison,
     FacetComparisonV1,
+    FacetComparisonV2,
     HostStateRecord,
     HostStateRecordV1,
+    HostStateRecordV2,
 )
 from receipts.records.image import ImageRecord
 from receipts.records.memory import HeadroomSample, MemoryRecord, MemoryRecordV1, MemorySample
@@ -38,10 +40,12 @@ __all__ = [
     "DispatchRecord",
     "FacetComparison",
     "FacetComparisonV1",
+    "FacetComparisonV2",
     "GateRecord",
     "HeadroomSample",
     "HostStateRecord",
     "HostStateRecordV1",
+    "HostStateRecordV2",
     "ImageRecord",
     "MemoryRecord",
     "MemoryRecordV1",

@@ -106,7 +106,16 @@ def test_an_old_receipt_shows_its_host_state_version() -> None:
     assert "audit: valid" in html and "accepted" in html
     section = _host_state_section(html)
     assert "<code>harness.receipt.hoststate/1</code>: written before exclusions existed" in section
-    assert section.count("<td>0 / 0</td>") == 5
+    assert section.count("<td>0 / 0</td>") == 10  # other trials' and no trial's, 5 facets
+
+
+def test_a_hoststate_2_receipt_says_other_programs_were_compared() -> None:
+    fixture = Path(__file__).parents[1] / "receipts" / "fixtures" / "hoststate-v2-golden.zip"
+    html, _ = _page(fixture.read_bytes())
+    assert "audit: valid" in html
+    section = _host_state_section(html)
+    assert "<code>harness.receipt.hoststate/2</code>: no other live trial" in section
+    assert "other programs' were compared" in section
 
 
 def test_a_current_receipt_names_the_trials_it_left_out() -> None:
@@ -118,8 +127,22 @@ def test_a_current_receipt_names_the_trials_it_left_out() -> None:
     excused = replace(records.hoststate, cgroups=cgroups, excluded_trials=(other,))
     html, _ = _page(bundle_bytes(dataclasses.replace(records, hoststate=excused)))
     section = _host_state_section(html)
-    assert "<code>harness.receipt.hoststate/2</code>: left out as other live trials'" in section
+    assert "<code>harness.receipt.hoststate/3</code>: left out as other live trials'" in section
     assert f"<code>{other}</code>" in section
     assert "<td>cgroups</td><td>unchanged</td>" in section and "<td>0 / 2</td>" in section
+    assert "other programs' were compared" not in section
     plain = _host_state_section(_page(bundle_bytes(accepted_model_trial()))[0])
-    assert "hoststate/2</code>: nothing was left out" in plain
+    assert "hoststate/3</code>: no other live trial's items were left out" in plain
+
+
+def test_a_current_receipt_counts_items_of_no_trial() -> None:
+    records = accepted_model_trial()
+    assert records.hoststate is not None
+    sockets = records.hoststate.listening_sockets.model_copy(
+        update={"unrelated_before": 3, "unrelated_after": 7}
+    )
+    busy = replace(records.hoststate, listening_sockets=sockets)
+    section = _host_state_section(
+        _page(bundle_bytes(dataclasses.replace(records, hoststate=busy)))[0]
+    )
+    assert "<td>0 / 0</td><td>3 / 7</td></tr>" in section

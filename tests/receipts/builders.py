@@ -51,6 +51,8 @@ def _unchanged() -> FacetComparison:
         raw_bytes="same",
         excluded_before=0,
         excluded_after=0,
+        unrelated_before=0,
+        unrelated_after=0,
     )
 
 

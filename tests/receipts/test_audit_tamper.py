@@ -638,6 +638,8 @@ def test_host_state_change_is_a_valid_receipt_with_a_failing_verdict() -> None:
         raw_bytes="differ",
         excluded_before=0,
         excluded_after=0,
+        unrelated_before=0,
+        unrelated_after=0,
     )
     records = dataclasses.replace(
         records,

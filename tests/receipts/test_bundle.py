@@ -20,14 +20,14 @@ from receipts.bundle import (
     bundle_bytes,
     write_bundle,
 )
-from receipts.records import HostStateRecordV1, MemoryRecord, MemorySample
+from receipts.records import HostStateRecordV1, HostStateRecordV2, MemoryRecord, MemorySample
 from receipts.staging import TargetExists, staged_file, staging_prefix
 from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: trial/2, its cancelled_stage and cancel_signal).
-GOLDEN_ZIP_SHA256 = "efe05b35c5d3070d60d10e1042dc7118483f43607e7269ae5ff0ad56ac4d4405"
+# update it in the same commit and say why (last: hoststate/3, its counts of items of no trial).
+GOLDEN_ZIP_SHA256 = "180383bfd96d6d84c48bc9ff15f0b6a38a014d21717b49b19fcfe38c3ae3b5bb"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:
@@ -113,15 +113,19 @@ def test_sequence_index_must_match_position() -> None:
 
 
 def test_an_older_record_version_is_never_written() -> None:
-    """The audit reads hoststate/1 from older receipts; a new receipt never carries it."""
+    """The audit reads hoststate/1 and /2 from older receipts; a new receipt never carries
+    them."""
     records = accepted_model_trial()
     assert records.hoststate is not None
-    facet = {k: v for k, v in records.hoststate.routes.model_dump().items() if "excluded" not in k}
-    old = HostStateRecordV1.model_validate(
-        {name: facet for name in ("routes", "resolver", "listening_sockets", "cgroups", "firewall")}
-    )
-    with pytest.raises(NotCurrentVersion, match=r"hoststate\.json"):
-        bundle_bytes(dataclasses.replace(records, hoststate=old))
+    names = ("routes", "resolver", "listening_sockets", "cgroups", "firewall")
+    current = records.hoststate.routes.model_dump()
+    v1_facet = {k: v for k, v in current.items() if "excluded" not in k and "unrelated" not in k}
+    v2_facet = {k: v for k, v in current.items() if "unrelated" not in k}
+    v1 = HostStateRecordV1.model_validate(dict.fromkeys(names, v1_facet))
+    v2 = HostStateRecordV2.model_validate({**dict.fromkeys(names, v2_facet), "excluded_trials": ()})
+    for old in (v1, v2):
+        with pytest.raises(NotCurrentVersion, match=r"hoststate\.json"):
+            bundle_bytes(dataclasses.replace(records, hoststate=old))
 
 
 def test_trial_record_is_required() -> None:

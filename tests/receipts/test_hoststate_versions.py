@@ -1,4 +1,4 @@
-"""A receipt written by an older harness (hoststate/1) still audits; the versions stay closed.
+"""Receipts written by older harnesses (hoststate/1, /2) still audit; the versions stay closed.
 
 `fixtures/hoststate-v1-golden.zip` is a real old receipt, not a reconstruction: it is
 `bundle_bytes(accepted_model_trial())` produced by the code of commit 810ee03 (f56d4a9^,
@@ -8,12 +8,19 @@ that test asserted at that commit, so the bytes are exactly what the old writer 
 Every tamper below starts from it (or, for `/2`, from a receipt the current writer
 makes) and changes one thing, re-forging the manifest so that only the schema, the
 consistency or the verdict rules can catch it.
+
+`fixtures/hoststate-v2-golden.zip` is made the same way by the code of 6d96414 (a commit
+that wrote `harness.receipt.hoststate/2`, and `memory/1`): its SHA-256 is the golden
+digest test_bundle.py asserted there.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +28,7 @@ import pytest
 from receipts.audit import audit_and_read, audit_bytes
 from receipts.bundle import bundle_entries
 from receipts.canonical import canonical
-from receipts.records import HostStateRecord, HostStateRecordV1
+from receipts.records import HostStateRecord, HostStateRecordV1, HostStateRecordV2
 from receipts.recordset import MANIFEST_NAME
 from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial
@@ -29,11 +36,20 @@ from tests.receipts.legacy import FIXTURE
 from tests.receipts.legacy import fixture_entries as _fixture_entries
 from tests.receipts.legacy import v1_entries as _v1_entries
 
+FIXTURE_V2 = Path(__file__).parent / "fixtures" / "hoststate-v2-golden.zip"
+V2_GOLDEN_ZIP_SHA256 = "2a4fcd651ce06b90071f51bbe6abe36eef08ff0d706d4f78b84f848717904eec"
+"""GOLDEN_ZIP_SHA256 of tests/receipts/test_bundle.py at 6d96414, before hoststate/3."""
+
 OLD_GOLDEN_ZIP_SHA256 = "d66df34e8e39063137ac8c5636c81a8973ed562b92e08a47e310512fb1400114"
 """GOLDEN_ZIP_SHA256 of tests/receipts/test_bundle.py at 810ee03, before hoststate/2."""
 
 FACETS = ("routes", "resolver", "listening_sockets", "cgroups", "firewall")
 OTHER_TAG = "fedcba9876543210"  # another trial (the builders' trial id starts 0123...)
+
+
+def _v2_entries() -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(FIXTURE_V2.read_bytes())) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
 
 
 def _with_hoststate(entries: dict[str, bytes], hoststate: dict[str, Any]) -> bytes:
@@ -48,6 +64,12 @@ def _v1_hoststate() -> dict[str, Any]:
 
 
 def _v2_hoststate() -> dict[str, Any]:
+    value = json.loads(_v2_entries()["hoststate.json"])
+    assert isinstance(value, dict)
+    return value
+
+
+def _v3_hoststate() -> dict[str, Any]:
     value = json.loads(bundle_entries(accepted_model_trial())["hoststate.json"])
     assert isinstance(value, dict)
     return value
@@ -90,11 +112,23 @@ def test_an_old_receipt_audits_valid_with_its_verdict() -> None:
     assert isinstance(records.hoststate, HostStateRecordV1)
 
 
-def test_a_current_receipt_still_reads_as_hoststate_2() -> None:
+def test_a_hoststate_2_receipt_audits_valid_with_its_verdict() -> None:
+    data = FIXTURE_V2.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == V2_GOLDEN_ZIP_SHA256
+    assert _v2_hoststate()["schema"] == "harness.receipt.hoststate/2"
+    result, records = audit_and_read(data)
+    assert result.valid, result.findings
+    assert result.derived_verdict == result.claimed_verdict == "accepted"
+    assert records is not None
+    assert isinstance(records.hoststate, HostStateRecordV2)
+
+
+def test_a_current_receipt_reads_as_hoststate_3() -> None:
     data = tamper.forge_records(accepted_model_trial())
     result, records = audit_and_read(data)
     assert result.valid, result.findings
     assert records is not None and isinstance(records.hoststate, HostStateRecord)
+    assert _v3_hoststate()["schema"] == "harness.receipt.hoststate/3"
 
 
 def test_a_damaged_old_receipt_still_fails() -> None:
@@ -163,6 +197,32 @@ def _v2_relabelled_as_v1() -> dict[str, Any]:
     return {**_v2_hoststate(), "schema": "harness.receipt.hoststate/1"}
 
 
+def _v2_facet_carries_v3_counts() -> dict[str, Any]:
+    hoststate = _v2_hoststate()
+    hoststate["cgroups"] = {**hoststate["cgroups"], "unrelated_before": 0, "unrelated_after": 2}
+    return hoststate
+
+
+def _v2_relabelled_as_v3() -> dict[str, Any]:
+    """A /2 record claiming /3: it has no counts of items of no trial."""
+    return {**_v2_hoststate(), "schema": "harness.receipt.hoststate/3"}
+
+
+def _v3_relabelled_as_v2() -> dict[str, Any]:
+    """A /3 record claiming /2: its counts of items of no trial do not exist in /2."""
+    return {**_v3_hoststate(), "schema": "harness.receipt.hoststate/2"}
+
+
+def _v3_facet_without_unrelated() -> dict[str, Any]:
+    hoststate = _v3_hoststate()
+    hoststate["cgroups"] = {
+        k: v
+        for k, v in hoststate["cgroups"].items()
+        if k not in {"unrelated_before", "unrelated_after"}
+    }
+    return hoststate
+
+
 CLOSED_CASES = {
     "v1_facet_carries_v2_counts": (_v1_with_facet_exclusions, "schema_extra_field"),
     "v1_carries_excluded_trials": (_v1_with_excluded_trials, "schema_extra_field"),
@@ -171,13 +231,24 @@ CLOSED_CASES = {
     "v1_relabelled_as_v2": (_v1_relabelled_as_v2, "schema_missing_field"),
     "v2_without_excluded_trials": (_v2_without_excluded_trials, "schema_missing_field"),
     "v2_facet_without_counts": (_v2_facet_without_counts, "schema_missing_field"),
+    "v2_facet_carries_v3_counts": (_v2_facet_carries_v3_counts, "schema_extra_field"),
+    "v2_relabelled_as_v3": (_v2_relabelled_as_v3, "schema_missing_field"),
+    "v3_relabelled_as_v2": (_v3_relabelled_as_v2, "schema_extra_field"),
+    "v3_facet_without_unrelated": (_v3_facet_without_unrelated, "schema_missing_field"),
 }
+
+
+def _v3_entries() -> dict[str, bytes]:
+    return bundle_entries(accepted_model_trial())
+
+
+BASES = {"v1": _v1_entries, "v2": _v2_entries, "v3": _v3_entries}
 
 
 @pytest.mark.parametrize("name", sorted(CLOSED_CASES))
 def test_each_version_has_exactly_its_own_fields(name: str) -> None:
     build, category = CLOSED_CASES[name]
-    base = _v1_entries() if name.startswith("v1") else bundle_entries(accepted_model_trial())
+    base = BASES[name[:2]]()
     data = _with_hoststate(base, build())
     result = audit_bytes(data)
     assert not result.valid
@@ -188,7 +259,7 @@ def test_each_version_has_exactly_its_own_fields(name: str) -> None:
 @pytest.mark.parametrize(
     "schema",
     [
-        "harness.receipt.hoststate/3",
+        "harness.receipt.hoststate/4",
         "harness.receipt.hoststate/0",
         "harness.receipt.hoststate/01",
         "harness.receipt.hoststate/1 ",
@@ -198,12 +269,10 @@ def test_each_version_has_exactly_its_own_fields(name: str) -> None:
         None,
     ],
 )
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_an_unknown_version_is_a_schema_mismatch(schema: object, version: str) -> None:
-    if version == "v1":
-        base, hoststate = _v1_entries(), _v1_hoststate()
-    else:
-        base, hoststate = bundle_entries(accepted_model_trial()), _v2_hoststate()
+    hoststates = {"v1": _v1_hoststate, "v2": _v2_hoststate, "v3": _v3_hoststate}
+    base, hoststate = BASES[version](), hoststates[version]()
     data = _with_hoststate(base, {**hoststate, "schema": schema})
     result = audit_bytes(data)
     assert {(f.category, f.entry) for f in result.findings} == {

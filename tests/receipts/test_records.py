@@ -60,7 +60,7 @@ def test_every_kind_names_a_versioned_schema_of_its_own() -> None:
     assert len(set(ids)) == len(ids)
     for kind, schema_id in zip(KINDS, ids, strict=True):
         name, _, version = schema_id.partition("/")
-        assert version in {"1", "2"}  # hoststate/2: exclusions of other live trials
+        assert version in {"1", "2", "3"}  # hoststate/3: no trial's items; memory/2
         assert name == f"harness.receipt.{kind.name.removesuffix('s')}" or schema_id in {
             "harness.receipt.worker_request/1",
             "harness.receipt.agent_turn/1",
@@ -79,6 +79,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.trial/1",
         "harness.receipt.agent/1",
         "harness.receipt.verification/1",
+        "harness.receipt.hoststate/2",
         "harness.receipt.hoststate/1",
         "harness.receipt.memory/1",
         "harness.receipt.tool_call/1",
@@ -91,14 +92,15 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
 
 
 def test_a_kind_picks_its_model_by_exact_schema_id() -> None:
-    from receipts.records import HostStateRecord, HostStateRecordV1, VmRecord
+    from receipts.records import HostStateRecord, HostStateRecordV1, HostStateRecordV2, VmRecord
     from receipts.recordset import KIND_BY_NAME
 
     hoststate, vm = KIND_BY_NAME["hoststate"], KIND_BY_NAME["vm"]
-    assert hoststate.model_for("harness.receipt.hoststate/2") is HostStateRecord
+    assert hoststate.model_for("harness.receipt.hoststate/3") is HostStateRecord
+    assert hoststate.model_for("harness.receipt.hoststate/2") is HostStateRecordV2
     assert hoststate.model_for("harness.receipt.hoststate/1") is HostStateRecordV1
     assert vm.model_for("harness.receipt.vm/1") is VmRecord
-    for other in ("harness.receipt.hoststate/3", "harness.receipt.vm/1", None, 2, ["x"]):
+    for other in ("harness.receipt.hoststate/4", "harness.receipt.vm/1", None, 2, ["x"]):
         assert hoststate.model_for(other) is None
     assert vm.model_for("harness.receipt.hoststate/1") is None
 
@@ -225,6 +227,29 @@ def test_host_state_exclusions_must_be_accounted(
 ) -> None:
     with pytest.raises(pydantic.ValidationError):
         _with_exclusions(facet, before, after, tags)
+
+
+def _with_unrelated(facet: str, before: int, after: int) -> object:
+    from receipts.records import HostStateRecord
+
+    record = accepted_model_trial().hoststate
+    assert record is not None
+    data = record.model_dump(by_alias=True)
+    data[facet] = {**data[facet], "unrelated_before": before, "unrelated_after": after}
+    return HostStateRecord.model_validate(data)
+
+
+@pytest.mark.parametrize("facet", ["cgroups", "listening_sockets"])
+def test_items_of_no_trial_are_counted_without_naming_a_trial(facet: str) -> None:
+    assert _with_unrelated(facet, 3, 5) is not None
+
+
+@pytest.mark.parametrize("facet", ["routes", "resolver", "firewall"])
+def test_routes_resolver_and_firewall_never_leave_out_items_of_no_trial(facet: str) -> None:
+    """Routes, resolver and firewall stay strict: no count of unrelated items is valid
+    there. Mutation control: the validator's check of unrelated counts removed."""
+    with pytest.raises(pydantic.ValidationError):
+        _with_unrelated(facet, 0, 1)
 
 
 @pytest.mark.parametrize("reading", sorted(HOST_READINGS))

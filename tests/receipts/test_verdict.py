@@ -131,6 +131,8 @@ def test_host_state_must_be_unchanged(result: str, verdict: str) -> None:
         raw_bytes="unread",
         excluded_before=0,
         excluded_after=0,
+        unrelated_before=0,
+        unrelated_after=0,
     )
     records = dataclasses.replace(_base(), hoststate=hoststate(firewall=facet))
     assert derive_verdict(records) == verdict

@@ -1,8 +1,14 @@
 """A whole trial in a real QEMU guest (TCG here) while another "trial" lives beside it:
 a second lease held by this process, and a real process in that trial's cgroup
 (`trial-<tag>`) listening on a TCP port, both appearing after the first snapshot. With
-the lease held they are left out and named in hoststate.json; without it (the
-control) the same resources fail the trial's host-state check."""
+the lease held they are left out as another live trial's and named in hoststate.json;
+without it they belong to no trial (a dead trial's leftovers, another program) and are
+left out and counted as such (hoststate/3). The control: a cgroup the trial itself
+leaves behind (`worker-<its tag>`) fails its host-state check.
+
+The neighbour's process is detached (its parent exits), as another program's would be:
+this test runs the trial in-process, so a direct child of the test process would be a
+descendant of the trial's orchestrator, that is the trial's own."""
 
 from __future__ import annotations
 
@@ -22,7 +28,8 @@ from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records
 pytestmark = pytest.mark.integration
 
 LISTENER = (
-    "import socket, time\n"
+    "import os, socket, time\n"
+    "if os.fork():\n    os._exit(0)\n"
     "s = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\n"
     "print('listening', flush=True)\ntime.sleep(600)\n"
 )
@@ -33,6 +40,8 @@ class NeighbourAppearsDuringAgent(Trial):
 
     other_tag = secrets.token_hex(8)
     hold_lease = True
+    leak_own = False
+    leaked: Cgroup | None = None
     lease: TrialLease | None = None
     cgroup: Cgroup | None = None
     listener: subprocess.Popen[bytes] | None = None
@@ -53,12 +62,14 @@ class NeighbourAppearsDuringAgent(Trial):
         )
         assert self.listener.stdout is not None
         assert self.listener.stdout.readline() == b"listening\n"
+        self.listener.wait()  # the listener is its detached child
+        if self.leak_own:
+            self.leaked = hierarchy.create(f"worker-{self.tag}")
         await super().stage_agent()
 
     def neighbour_gone(self) -> None:
-        if self.listener is not None:
-            self.listener.kill()
-            self.listener.wait()
+        if self.leaked is not None:
+            self.leaked.remove()
         if self.cgroup is not None:
             with contextlib.suppress(Exception):
                 self.cgroup.kill_members()
@@ -67,12 +78,13 @@ class NeighbourAppearsDuringAgent(Trial):
             self.lease.release()
 
 
-@pytest.mark.parametrize("hold_lease", [True, False])
+@pytest.mark.parametrize(("hold_lease", "leak_own"), [(True, False), (False, False), (False, True)])
 async def test_a_live_neighbours_resources_are_left_out_and_named(
-    tmp_path: Path, hold_lease: bool
+    tmp_path: Path, hold_lease: bool, leak_own: bool
 ) -> None:
     trial = NeighbourAppearsDuringAgent(_options(tmp_path, "py-one-line-fix", "solution"))
     trial.hold_lease = hold_lease
+    trial.leak_own = leak_own
     try:
         result = await trial.run()
     finally:
@@ -90,9 +102,19 @@ async def test_a_live_neighbours_resources_are_left_out_and_named(
         assert hoststate.cgroups.excluded_after == trial.hierarchies
         assert hoststate.listening_sockets.excluded_before == 0
         assert hoststate.listening_sockets.excluded_after == 1
+        assert hoststate.cgroups.unrelated_after == 0
+    elif not leak_own:
+        assert result.verdict == "accepted"
+        assert {f.result for f in hoststate.facets()} == {"unchanged"}
+        assert hoststate.excluded_trials == ()
+        assert hoststate.cgroups.excluded_after == 0
+        assert hoststate.cgroups.unrelated_after - hoststate.cgroups.unrelated_before == (
+            trial.hierarchies
+        )
+        assert hoststate.listening_sockets.unrelated_after >= 1
     else:
         assert result.verdict == "failed_host_state"
         assert hoststate.cgroups.result == "changed"
-        assert hoststate.listening_sockets.result == "changed"
+        assert hoststate.listening_sockets.result == "unchanged"
         assert hoststate.excluded_trials == ()
     _no_leftovers(result)

@@ -14,7 +14,8 @@ import pytest
 
 from harness.trial.hoststate import host_state_record
 from host.hoststate import Sources, compare, take_snapshot
-from host.hoststate.others import live_trial_tags, socket_tags
+from host.hoststate.attribution import Attribution, Owner, scan_processes
+from host.hoststate.others import live_trial_tags
 from host.hoststate.sockets import read_listening_sockets
 from host.vm.lease import TrialLease
 
@@ -120,14 +121,20 @@ def test_one_address_held_by_an_excluded_and_a_kept_socket_stays(
     assert read.excluded == 1
 
 
+def _socket_owner(proc: Path, live: frozenset[str]) -> Owner:
+    table = scan_processes(proc, "harness", {101})
+    return Attribution(table, live).sockets({101})[101]
+
+
 def test_a_process_in_cgroups_of_two_tags_owns_nothing(proc: Path) -> None:
+    live = frozenset({OTHER, SECOND})
     _process(proc, 10, [101], f"trial-{OTHER}")
     (proc / "10" / "cgroup").write_text(
         f"4:memory:/harness/trial-{OTHER}\n8:pids:/harness/trial-{SECOND}\n"
     )
-    assert socket_tags(proc, {101}, "harness") == {}
+    assert _socket_owner(proc, live).kind == "unattributed"
     (proc / "10" / "cgroup").write_text(f"4:memory:/harness/trial-{OTHER}\n")
-    assert socket_tags(proc, {101}, "harness") == {101: OTHER}
+    assert _socket_owner(proc, live) == Owner("other", OTHER)
 
 
 def _cgroup_sources(tmp_path: Path, net: Path, proc: Path) -> tuple[Sources, Path]:
