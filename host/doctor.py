@@ -3,14 +3,24 @@
 Each check answers `ok`, `missing` (looked, not there), `insufficient` (there, too
 little), or `unread` (the instrument failed: STANDARDS.md §2 — never reported as
 missing). Fixes are fixed texts per check, never command output.
+
+KVM answers from the probe a trial uses (host/vm/accel.py): a /dev/kvm that opens is
+only `present`; a probe guest booted under it makes it `usable`, one that does not
+`unusable` (the reference host: KVM through PVM opens, but no normal guest runs). The
+probe needs the guest image's kernel and initramfs; without a cached image the device
+stays `present`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import os
+import secrets
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +28,15 @@ from typing import Literal
 
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
+from host.image.manifest import INITRAMFS_NAME, VMLINUX_NAME
+from host.image.show import list_entries
+from host.vm.accel import KVM_DEVICE, choose_accelerator, kvm_device_state
 
-CheckState = Literal["ok", "missing", "insufficient", "unread"]
+CheckState = Literal["ok", "missing", "insufficient", "unread", "present", "usable", "unusable"]
+"""`present` / `usable` / `unusable` are the KVM check's (see above)."""
 CheckName = Literal[
     "qemu",
-    "kvm_device",
+    "kvm",
     "cgroups",
     "cgroups_writable",
     "image_tools",
@@ -50,14 +64,40 @@ def _tools(*names: str) -> CheckState:
     return "ok" if all(shutil.which(name) for name in names) else "missing"
 
 
-def _kvm() -> CheckState:
-    try:
-        os.stat("/dev/kvm")
-    except FileNotFoundError:
+def _kvm(images: Path, device: Path = KVM_DEVICE, deadline_s: float = 15.0) -> CheckState:
+    """The trial's own accelerator choice (`auto`), with the first verified cached image."""
+    reason = kvm_device_state(device)
+    if reason == "kvm_device_absent":
         return "missing"
-    except OSError:
+    if reason is not None:
         return "unread"
-    return "ok"
+    entry = next((e for e in list_entries(images) if e.state == "ok"), None)
+    if entry is None:
+        return "present"
+    image = images / entry.key
+    try:
+        cgroup = detect().create(f"doctor-kvm-{os.getpid()}")
+    except (CgroupError, OSError):
+        return "unread"
+    try:
+        with tempfile.TemporaryDirectory(prefix="harness-doctor-") as scratch:
+            choice = asyncio.run(
+                choose_accelerator(
+                    "auto",
+                    image / VMLINUX_NAME,
+                    image / INITRAMFS_NAME,
+                    cgroup=cgroup,
+                    scratch_root=Path(scratch),
+                    tag=secrets.token_hex(8),
+                    deadline_s=deadline_s,
+                    device=device,
+                )
+            )
+    finally:
+        with contextlib.suppress(CgroupError, OSError):
+            cgroup.kill_members()
+            cgroup.remove()
+    return "usable" if choice.accelerator == "kvm" else "unusable"
 
 
 def _cgroups() -> CheckState:
@@ -162,10 +202,11 @@ def run_checks(cache_dir: Path) -> list[Check]:
             f"{APT} qemu-system-x86 qemu-utils",
         ),
         (
-            "kvm_device",
-            _kvm,
+            "kvm",
+            lambda: _kvm(cache_dir / "images"),
             False,
-            "optional: without a usable /dev/kvm trials run under TCG (slower)",
+            "optional: without a usable KVM trials run under TCG (slower); `present` means "
+            "not probed yet: harness image build, then harness doctor boots a probe guest",
         ),
         ("cgroups", _cgroups, True, "mount a cgroup memory controller (v1 or v2)"),
         (

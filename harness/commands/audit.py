@@ -8,20 +8,25 @@ from pathlib import Path
 
 import structlog
 
-from receipts.audit import AuditResult, audit_file
+from harness.remedies import describe
+from receipts.audit import AuditResult, audit_and_read_file
 from receipts.canonical import canonical
+from receipts.failure import FailureReason
+from receipts.recordset import RecordSet
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("audit", help="audit a receipt ZIP")
-    parser.add_argument("receipt", type=Path, metavar="RECEIPT.zip")
+    parser.add_argument("receipt", type=Path, metavar="RECEIPT.zip", help="the receipt to audit")
     parser.add_argument("--json", action="store_true", help="print the closed audit result")
     parser.set_defaults(run=run)
 
 
-def render_human(result: AuditResult) -> str:
+def render_human(result: AuditResult, records: RecordSet | None = None) -> str:
+    """The audit result for a person; for a valid receipt of a failed stage, that stage,
+    its category and (when an operator can fix it) the command that does."""
     lines = [
         f"zip sha256   {result.zip_sha256}",
         f"receipt id   {result.receipt_id or '-'}",
@@ -31,6 +36,10 @@ def render_human(result: AuditResult) -> str:
         f"policy       {result.policy or '-'}",
         f"placement    {result.placement or '-'} (channel {result.channel or '-'})",
     ]
+    if result.failed_stage is not None and result.failed_category is not None:
+        reason = FailureReason(result.failed_stage, result.failed_category, result.remedy)
+        profile = records.trial.profile if records is not None and records.trial else "NAME"
+        lines += [f"{label:<12} {text}" for label, text in describe(reason, profile)]
     if result.findings:
         lines.append("")
         lines.append(f"{'phase':<12} {'rule':<22} {'category':<28} entry")
@@ -47,13 +56,13 @@ def render_human(result: AuditResult) -> str:
 def run(args: argparse.Namespace) -> int:
     log = structlog.get_logger()
     try:
-        result = audit_file(args.receipt)
+        result, records = audit_and_read_file(args.receipt)
     except OSError as exc:
         print(f"harness audit: cannot read the receipt ({type(exc).__name__})", file=sys.stderr)
         return EXIT_UNREADABLE
     if args.json:
         sys.stdout.write(canonical(result.to_json()).decode("utf-8") + "\n")
     else:
-        print(render_human(result))
+        print(render_human(result, records))
     log.info("audit.done", valid=result.valid, findings=len(result.findings))
     return EXIT_VALID if result.valid else EXIT_INVALID

@@ -27,9 +27,12 @@ import structlog
 from harness.dispatch import DispatchRefused, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
 from harness.profiles.budgets import profile_contradiction
+from harness.remedies import describe, fix_command
 from harness.trial.pipeline import Trial, TrialOptions, TrialResult
 from harness.trial.progress import LiveProgress, LogProgress, ProgressSink
+from receipts.audit import audit_and_read_file
 from receipts.canonical import canonical
+from receipts.failure import FailureReason, failure_reason
 from receipts.records.trial import CancelSignal
 
 EXIT_ACCEPTED, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_FAILED, EXIT_INVALID_RECEIPT = 0, 1, 2, 3, 4
@@ -124,6 +127,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
+def _failure(receipt: Path) -> FailureReason | None:
+    """Why the trial failed, read back from the receipt it wrote (never from memory)."""
+    try:
+        _result, records = audit_and_read_file(receipt)
+    except OSError:
+        return None
+    return failure_reason(records) if records is not None else None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         profile = load_profile(args.profile)
@@ -169,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
             result, stopped = asyncio.run(run_trial_with_signals(options, progress=live))
     else:
         result, stopped = asyncio.run(run_trial_with_signals(options, progress=LogProgress()))
+    reason = _failure(result.receipt)
+    remedy = reason.remedy if reason is not None else None
     if args.json:
         sys.stdout.write(
             canonical(
@@ -178,12 +192,18 @@ def run(args: argparse.Namespace) -> int:
                     "receipt_id": result.bundle.receipt_id,
                     "zip_sha256": result.bundle.zip_sha256,
                     "valid": result.valid,
+                    "failed_stage": reason.stage if reason is not None else None,
+                    "failed_category": reason.category if reason is not None else None,
+                    "remedy": remedy,
+                    "fix": fix_command(remedy, profile.name) if remedy is not None else None,
                 }
             ).decode()
             + "\n"
         )
     else:
         print(f"verdict     {result.verdict}")
+        for label, text in describe(reason, profile.name):
+            print(f"{label:<11} {text}")
         print(f"receipt     {result.receipt}")
         print(f"receipt id  {result.bundle.receipt_id}")
         print(f"zip sha256  {result.bundle.zip_sha256}")

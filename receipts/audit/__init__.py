@@ -15,11 +15,20 @@ from receipts.audit.container import CONTAINER_RULES, MAX_ZIP_BYTES, check_conta
 from receipts.audit.context import AuditContext
 from receipts.audit.findings import AuditResult, Finding
 from receipts.audit.schemas import SCHEMA_RULES, check_schemas
+from receipts.failure import failure_reason
 from receipts.manifest import receipt_id
 from receipts.recordset import MANIFEST_NAME, RecordSet
 from receipts.verdict import derive_verdict
 
-__all__ = ["ALL_RULES", "AuditResult", "Finding", "audit_and_read", "audit_bytes", "audit_file"]
+__all__ = [
+    "ALL_RULES",
+    "AuditResult",
+    "Finding",
+    "audit_and_read",
+    "audit_and_read_file",
+    "audit_bytes",
+    "audit_file",
+]
 
 ALL_RULES: tuple[str, ...] = (*CONTAINER_RULES, *SCHEMA_RULES, *(name for name, _rule in RULES))
 """Every rule the audit applies, in the order it applies them."""
@@ -43,6 +52,7 @@ def audit_and_read(
     trial = records.trial if records is not None else None
     derivable = records is not None and not ctx.findings
     manifest = entries.get(MANIFEST_NAME) if entries is not None else None
+    reason = failure_reason(records) if derivable and records is not None else None
     result = AuditResult(
         valid=not ctx.findings,
         zip_sha256=hashlib.sha256(data).hexdigest(),
@@ -54,6 +64,9 @@ def audit_and_read(
         channel=trial.channel if trial is not None else None,
         findings=tuple(ctx.findings),
         findings_truncated=ctx.truncated,
+        failed_stage=reason.stage if reason is not None else None,
+        failed_category=reason.category if reason is not None else None,
+        remedy=reason.remedy if reason is not None else None,
     )
     return result, records if result.valid else None
 
@@ -63,5 +76,10 @@ def audit_file(path: Path) -> AuditResult:
 
     OSError (missing, unreadable, a directory) propagates: the CLI maps it to exit 2.
     """
+    return audit_and_read_file(path)[0]
+
+
+def audit_and_read_file(path: Path) -> tuple[AuditResult, RecordSet | None]:
+    """`audit_and_read` of the ZIP at `path`, read as `audit_file` reads it."""
     with path.open("rb") as handle:
-        return audit_bytes(handle.read(MAX_ZIP_BYTES + 1))
+        return audit_and_read(handle.read(MAX_ZIP_BYTES + 1))

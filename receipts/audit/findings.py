@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
+from receipts.failure import FailureCategory, Remedy
 from receipts.records.base import Part, Record
-from receipts.records.trial import Channel, Placement, Policy, Verdict
+from receipts.records.trial import Channel, Placement, Policy, Stage, Verdict
 from receipts.recordset import ENTRY_NAME_PATTERN
 from receipts.types import Index, Sha256Hex
 
@@ -85,7 +86,13 @@ MAX_FINDINGS = 1000
 
 
 class AuditResult(Record):
-    schema_: Literal["harness.audit.result/1"] = Field("harness.audit.result/1", alias="schema")
+    """`failed_stage` / `failed_category`: the first failed required stage of a valid
+    receipt and its closed category (receipts/failure.py); `remedy`: what an operator
+    can do on the host about it, when anything (harness/remedies.py names the command).
+    All three are null for an invalid receipt and for a verdict decided after the stages.
+    `/1` had none of them; it is an output, never read back, so only `/2` exists."""
+
+    schema_: Literal["harness.audit.result/2"] = Field("harness.audit.result/2", alias="schema")
     valid: bool
     zip_sha256: Sha256Hex
     receipt_id: Sha256Hex | None
@@ -96,3 +103,14 @@ class AuditResult(Record):
     channel: Channel | None
     findings: Annotated[tuple[Finding, ...], Field(max_length=MAX_FINDINGS)]
     findings_truncated: bool
+    failed_stage: Stage | None
+    failed_category: FailureCategory | None
+    remedy: Remedy | None
+
+    @model_validator(mode="after")
+    def _failure_is_whole(self) -> AuditResult:
+        if (self.failed_stage is None) != (self.failed_category is None):
+            raise ValueError("a failed stage and its category come together")
+        if self.remedy is not None and self.failed_stage is None:
+            raise ValueError("a remedy belongs to a failed stage")
+        return self
