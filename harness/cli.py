@@ -20,6 +20,7 @@ from harness.commands import (
     view,
     worker,
 )
+from harness.version import HARNESS_VERSION
 from receipts.log import configure_logging
 
 COMMANDS = (trial, audit, view, model, image, dispatch, worker, profiles, doctor, gc, schema)
@@ -33,8 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=("console", "json"), default="console", help="log rendering"
     )
     parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="warning"
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="least severe log event shown",
     )
+    parser.add_argument("--version", action="version", version=f"harness {HARNESS_VERSION}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(subparsers)

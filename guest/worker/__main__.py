@@ -49,33 +49,76 @@ def _nonnegative(text: str) -> int:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m guest.worker")
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="serve a GGUF over an OpenAI-compatible API")
-    s.add_argument("--model", type=Path, required=True)
-    s.add_argument("--sha256", type=_sha256, required=True)
-    s.add_argument("--socket", type=Path)
+def parser(prog: str = "python -m guest.worker") -> argparse.ArgumentParser:
+    """The command line; `prog` is how the caller's user typed it (`harness worker` on a
+    host, `python -m guest.worker` in the guest), so usage and errors name it so."""
+    p = argparse.ArgumentParser(prog=prog, description="The inference worker.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    s = sub.add_parser(
+        "serve",
+        help="serve a GGUF over an OpenAI-compatible API",
+        description="Serve a GGUF over an OpenAI-compatible HTTP API. Prints one JSON line "
+        'on stdout when ready ({"ready": true, "port": N, "model": ID}); logs go to stderr. '
+        "Exit 0 after a clean shutdown, 3 when the model does not load, 2 for usage.",
+    )
+    s.add_argument("--model", type=Path, required=True, help="the GGUF file to serve")
+    s.add_argument(
+        "--sha256", type=_sha256, required=True, help="the GGUF's SHA-256, checked where it loads"
+    )
+    s.add_argument("--socket", type=Path, help="serve on this Unix socket")
     s.add_argument("--port", type=_nonnegative, help="127.0.0.1 only; 0 picks a free port")
-    s.add_argument("--threads", type=_positive, default=1)
-    s.add_argument("--context", type=_positive, default=4096)
-    s.add_argument("--request-floor", type=_nonnegative, default=256 << 20)
-    s.add_argument("--runtime-guard", type=_nonnegative, default=128 << 20)
-    s.add_argument("--deadline-s", type=_positive, default=600)
-    s.add_argument("--max-tokens", type=_positive, default=1024)
-    s.add_argument("--queue-depth", type=_nonnegative, default=4)
-    s.add_argument("--constraint", choices=("llguidance", "gbnf"), default="llguidance")
+    s.add_argument("--threads", type=_positive, default=1, help="llama.cpp threads (default 1)")
+    s.add_argument(
+        "--context", type=_positive, default=4096, help="context length in tokens (default 4096)"
+    )
+    s.add_argument(
+        "--request-floor",
+        type=_nonnegative,
+        default=256 << 20,
+        help="bytes of memory headroom a request needs to be admitted",
+    )
+    s.add_argument(
+        "--runtime-guard",
+        type=_nonnegative,
+        default=128 << 20,
+        help="bytes of headroom below which a running request is stopped",
+    )
+    s.add_argument(
+        "--deadline-s", type=_positive, default=600, help="per-request deadline in seconds"
+    )
+    s.add_argument(
+        "--max-tokens", type=_positive, default=1024, help="ceiling on tokens per completion"
+    )
+    s.add_argument(
+        "--queue-depth",
+        type=_nonnegative,
+        default=4,
+        help="requests waiting beyond the running one",
+    )
+    s.add_argument(
+        "--constraint",
+        choices=("llguidance", "gbnf"),
+        default="llguidance",
+        help="how tool-call output is constrained",
+    )
     s.add_argument("--model-id", default=None, help="served model name (default gguf-<sha12>)")
     s.add_argument("--records", type=Path, help="append request records as canonical JSON lines")
-    s.add_argument("--max-string-chars", type=_positive, default=Limits.max_string_chars)
-    s.add_argument("--log-format", choices=("console", "json"), default="json")
+    s.add_argument(
+        "--max-string-chars",
+        type=_positive,
+        default=Limits.max_string_chars,
+        help="longest string a tool-call argument may hold",
+    )
+    s.add_argument(
+        "--log-format", choices=("console", "json"), default="json", help="log rendering on stderr"
+    )
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m guest.worker") -> int:
+    args = parser(prog).parse_args(argv)
     if args.socket is None and args.port is None:
-        parser().error("give --socket PATH and/or --port N")
+        parser(prog).error("give --socket PATH and/or --port N")
     configure_logging(args.log_format, logging.INFO)
     log = structlog.get_logger("guest.worker")
     try:

@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser("dispatch", help="one-shot dispatch tickets for CI")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     issue = actions.add_parser("issue", help="issue a ticket for this clean checkout")
-    issue.add_argument("--profile", required=True)
+    issue.add_argument("--profile", required=True, help="profile name")
     issue.add_argument("--task", help="default: the profile's default task")
     issue.add_argument(
         "--out",
@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "$XDG_STATE_HOME/harness/dispatch-ledger (~/.local/state/harness/dispatch-ledger)",
     )
     show = actions.add_parser("show", help="validate and print a ticket")
-    show.add_argument("ticket", type=Path)
+    show.add_argument("ticket", type=Path, help="the ticket file")
     parser.set_defaults(run=run)
 
 

@@ -17,7 +17,7 @@ CACHE = Path.home() / ".cache" / "harness"
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("doctor", help="check this host's prerequisites")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     parser.set_defaults(run=run)
 
 

@@ -18,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser("image", help="build or show the guest image")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = actions.add_parser("build", help="build (or adopt by its key) the guest image")
-    build.add_argument("--json", action="store_true")
+    build.add_argument("--json", action="store_true", help="print the image record as JSON")
     actions.add_parser("show", help="every cached image: key, state, sizes")
     parser.set_defaults(run=run)
 

@@ -26,16 +26,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser("model", help="synthesize, prepare or verify a model")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     synth = actions.add_parser("synth", help="write the deterministic tiny checkpoint")
-    synth.add_argument("which", choices=("tiny",))
-    synth.add_argument("--out", type=Path, required=True)
+    synth.add_argument("which", choices=("tiny",), help="the checkpoint to synthesize")
+    synth.add_argument("--out", type=Path, required=True, help="directory to write it into")
     for name in ("prepare", "verify"):
         action = actions.add_parser(name, help=f"{name} the profile's GGUF in the cache")
-        action.add_argument("--profile", required=True)
+        action.add_argument("--profile", required=True, help="profile name")
         if name == "prepare":
             action.add_argument("--source", type=Path, help="a local snapshot (hf_snapshot)")
     pin = actions.add_parser("pin", help="pin a local snapshot: writes profiles/NAME.lock.json")
-    pin.add_argument("--profile", required=True)
-    pin.add_argument("--source", type=Path, required=True)
+    pin.add_argument("--profile", required=True, help="profile name")
+    pin.add_argument(
+        "--source", type=Path, required=True, help="a local snapshot of the model's files"
+    )
     parser.set_defaults(run=run)
 
 

@@ -26,8 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", help="names of the profiles in profiles/")
     show = actions.add_parser("show", help="a profile with every value resolved")
-    show.add_argument("name")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("name", help="profile name")
+    show.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.set_defaults(run=run)
 
 

@@ -10,7 +10,9 @@ from receipts.schema_docs import write_reference, write_schemas
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("schema", help="write the JSON Schemas of every record")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="directory for the schema files"
+    )
     parser.add_argument(
         "--reference", type=Path, metavar="FILE", help="also write the Markdown field reference"
     )

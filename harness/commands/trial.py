@@ -104,7 +104,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--profile", required=True)
+    parser.add_argument("--profile", required=True, help="profile name (harness profiles list)")
     parser.add_argument("--task", help="default: the profile's default task")
     parser.add_argument("--agent", default="model", help="model | scripted:FILE")
     parser.add_argument(
@@ -114,16 +114,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="receipt directory; default: receipts-out, or for --dispatch (whose tree "
         "must stay clean) $XDG_STATE_HOME/harness/receipts (~/.local/state/harness/receipts)",
     )
-    parser.add_argument("--backend", choices=("qemu", "libvirt"), default="qemu")
-    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
+    parser.add_argument(
+        "--backend", choices=("qemu", "libvirt"), default="qemu", help="how the VM is run"
+    )
+    parser.add_argument(
+        "--accel",
+        choices=("auto", "kvm", "tcg"),
+        default="auto",
+        help="accelerator; auto boots a probe guest under KVM and falls back to TCG",
+    )
     parser.add_argument(
         "--placement",
         choices=("auto", "guest", "host"),
         default=None,
         help="where the worker runs (default: the profile's worker.placement)",
     )
-    parser.add_argument("--dispatch", type=Path, metavar="FILE")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--dispatch", type=Path, metavar="FILE", help="a one-shot ticket (harness dispatch issue)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the result as one canonical JSON line"
+    )
     parser.set_defaults(run=run)
 
 

@@ -13,8 +13,12 @@ from receipts.audit.container import MAX_ZIP_BYTES
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("view", help="render a receipt as a static HTML page")
-    parser.add_argument("receipt", type=Path, metavar="RECEIPT.zip")
-    parser.add_argument("-o", "--output", type=Path, default=Path("report.html"))
+    parser.add_argument(
+        "receipt", type=Path, metavar="RECEIPT.zip", help="the receipt to render (audited first)"
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, default=Path("report.html"), help="the HTML file to write"
+    )
     parser.set_defaults(run=run)
 
 

@@ -76,6 +76,7 @@ from harness.trial.workerstage import (
     start_host_worker,
     worker_record,
 )
+from harness.version import HARNESS_VERSION
 from host.cancel import Cancelled, CancelToken, cancel_scope, in_thread
 from host.hoststate.attribution import OwnTrial
 from host.hoststate.others import live_trial_tags
@@ -129,7 +130,6 @@ from receipts.treedigest import TreeDigestError, tree_sha256
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages, stage_succeeded
 
 REPO = Path(__file__).resolve().parents[2]
-HARNESS_VERSION = "0.1.0"
 HOST_WORKER_URL = "http://10.0.2.100:8080"
 """The guest's one route to the host worker: QEMU's guestfwd to the worker's socket."""
 WORK = "/work"
