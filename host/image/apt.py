@@ -122,7 +122,9 @@ class PrivateApt:
         )
 
     def update(self) -> None:
-        self._run("apt-get", ["update"], "build_failed", "resolve")
+        """Fetch the sources' indexes (the network). `--error-on=any`: apt otherwise exits
+        0 when a fetch fails and quietly resolves from older lists, or from none."""
+        self._run("apt-get", ["update", "--error-on=any"], "fetch_failed", "resolve")
 
     def candidate_versions(self, packages: list[str]) -> dict[str, str]:
         """The version apt would install for each package; refuse a package with none."""

@@ -1,12 +1,15 @@
-"""`harness image build`: resolve the recipe, adopt the cached image or build it.
+"""`harness image build`: find the recipe, adopt the cached image or build it.
 
-Why this shape: the key is computed before anything is built (from versions resolved
-through the private apt), so a cache hit costs one apt update and a re-hash of the
-entry, and a miss builds into a staging directory that becomes `<root>/<key>` with
-one rename (STANDARDS.md section 5). Builds are serialized by a lock file in the
-cache root so two sessions never build the same key at once. Provenance is recorded
-apart from the key: `built_by_this_run` or `adopted_from_cache`. A corrupted entry is
-refused (`cache_corrupt`), never rebuilt over: a human decides what happened to it.
+Why this shape: the key is computed before anything is built, from versions resolved
+through the private apt and recorded (resolution.py), so a cache hit needs no network
+at all: the recorded resolution gives the key, and adopting re-hashes the entry. Only
+a miss (no record, no entry for its key, or `refresh`) asks the mirror again; the new
+answer is recorded once the image for it exists. A miss builds into a staging
+directory that becomes `<root>/<key>` with one rename (STANDARDS.md section 5).
+Builds are serialized by a lock file in the cache root so two sessions never build
+the same key at once. Provenance is recorded apart from the key:
+`built_by_this_run` or `adopted_from_cache`. A corrupted entry is refused
+(`cache_corrupt`), never rebuilt over: a human decides what happened to it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ from host.image.manifest import (
     verify_entry,
     write_manifest,
 )
-from host.image.recipe import BUSYBOX_PACKAGE, Recipe, resolve_recipe
+from host.image.recipe import BUSYBOX_PACKAGE, Recipe
+from host.image.resolution import (
+    load_resolution,
+    recipe_for,
+    record_resolution,
+    resolution_request,
+    resolve,
+)
 from host.image.rootfs import customize, installed_packages, run_mmdebstrap
 from host.image.tools import run_tool
 from receipts.records.image import ImageRecord
@@ -226,31 +236,54 @@ def _result(
     )
 
 
-def ensure_image(root: Path | None = None, recipe: Recipe | None = None) -> GuestImage:
-    """Adopt the image for the resolved recipe from `root`, or build and stage it."""
+def recorded_recipe(root: Path) -> Recipe | None:
+    """The recipe of the recorded resolution for today's request (offline), or None."""
+    resolution = load_resolution(root, resolution_request())
+    return recipe_for(resolution) if resolution is not None else None
+
+
+def _adopt_or_build(root: Path, recipe: Recipe, started: float) -> GuestImage:
+    key = recipe.key()
+    target = root / key
+    if target.exists():
+        manifest = verify_entry(target, key)
+        return _result(recipe, target, manifest, "adopted_from_cache", started)
+    apt = PrivateApt(root / ".apt", recipe.sources)
+    work = root / f".work-{key}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(mode=0o700)
+    try:
+        with staged_directory(target) as content:
+            manifest = build_into(recipe, apt, content, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return _result(recipe, target, manifest, "built_by_this_run", started)
+
+
+def ensure_image(
+    root: Path | None = None, recipe: Recipe | None = None, *, refresh: bool = False
+) -> GuestImage:
+    """Adopt the image for the recipe from `root`, or build and stage it.
+
+    Without a `recipe`, the recorded resolution names it, and the mirror is asked
+    (network) only when there is none, when no entry exists for its key, or when
+    `refresh` asks for today's versions."""
     started = time.monotonic()
     root = (root or default_image_root()).absolute()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        apt = PrivateApt(root / ".apt", recipe.sources if recipe else bookworm_sources())
         with hold_lock(root / ".lock", "the guest image (a build takes minutes)"):
-            if recipe is None:
-                recipe = resolve_recipe(apt)
             sweep_stale(root)
-            key = recipe.key()
-            target = root / key
-            if target.exists():
-                manifest = verify_entry(target, key)
-                return _result(recipe, target, manifest, "adopted_from_cache", started)
-            work = root / f".work-{key}"
-            shutil.rmtree(work, ignore_errors=True)
-            work.mkdir(mode=0o700)
-            try:
-                with staged_directory(target) as content:
-                    manifest = build_into(recipe, apt, content, work)
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-            return _result(recipe, target, manifest, "built_by_this_run", started)
+            fresh = None
+            if recipe is None:
+                recipe = None if refresh else recorded_recipe(root)
+                if recipe is None or not (root / recipe.key()).exists():
+                    fresh = resolve(PrivateApt(root / ".apt", bookworm_sources()))
+                    recipe = recipe_for(fresh)
+            image = _adopt_or_build(root, recipe, started)
+            if fresh is not None:
+                record_resolution(root, fresh)
+            return image
     except OSError as exc:
         log.warning("image stage failed: %s", exc)
         raise ImageError(category_for_oserror(exc, "build_failed"), "disk") from None

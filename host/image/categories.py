@@ -8,6 +8,7 @@ step). Anything more detailed than a category stays in logs, never in a record.
 from typing import Literal
 
 ImageFailure = Literal[
+    "fetch_failed",
     "build_failed",
     "kernel_unavailable",
     "rootfs_failed",

@@ -7,7 +7,8 @@ busybox-static), the host build tools' versions, the guest module list, the dige
 of the init scripts and sshd config, the build options and `BUILDER_VERSION`. The key
 is the SHA-256 of the recipe's canonical JSON. What it does *not* cover: versions of
 transitive dependencies apt pulls in; the manifest records a digest of the installed
-package list so a reviewer can compare two builds that share a key.
+package list so a reviewer can compare two builds that share a key. The versions are
+resolved once and recorded (resolution.py), so the key is computed offline.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from host.image.apt import AptSource, PrivateApt, bookworm_sources
+from host.image.apt import AptSource
 from host.image.digest import sha256_bytes
 from host.image.errors import ImageError
 from host.image.init_script import sshd_config, stage1_init, stage2_init
@@ -117,24 +118,3 @@ def host_tool_versions() -> tuple[tuple[str, str], ...]:
     if set(found) != set(HOST_TOOL_PACKAGES):
         raise ImageError("build_failed", "resolve")
     return tuple(sorted(found.items()))
-
-
-def resolve_recipe(
-    apt: PrivateApt, suite: str = "bookworm", sources: tuple[AptSource, ...] | None = None
-) -> Recipe:
-    """Update the private apt and resolve every version the recipe names."""
-    apt.update()
-    kernels = [d for d in apt.depends(KERNEL_METAPACKAGE) if d.startswith("linux-image-")]
-    if len(kernels) != 1:
-        raise ImageError("kernel_unavailable", "resolve")
-    wanted = [*ROOTFS_PACKAGES, kernels[0], BUSYBOX_PACKAGE]
-    versions = apt.candidate_versions(wanted)
-    return Recipe(
-        suite=suite,
-        sources=sources if sources is not None else bookworm_sources(),
-        packages=tuple((p, versions[p]) for p in ROOTFS_PACKAGES),
-        kernel_package=kernels[0],
-        kernel_version=versions[kernels[0]],
-        busybox_version=versions[BUSYBOX_PACKAGE],
-        host_tools=host_tool_versions(),
-    )

@@ -11,6 +11,7 @@ from receipts.types import ByteCount, DebianPackage, Millis, Provenance, Sha256H
 
 ImageCategory = Literal[
     "ok",
+    "fetch_failed",
     "build_failed",
     "kernel_unavailable",
     "rootfs_failed",

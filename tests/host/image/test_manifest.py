@@ -10,13 +10,14 @@ import pytest
 from host.image.build import ensure_image
 from host.image.errors import ImageError
 from host.image.manifest import IMAGE_FILES, MANIFEST_NAME, Manifest, digest_files, verify_entry
+from host.image.recipe import Recipe
 from host.image.show import list_entries
 from receipts.canonical import canonical
 from tests.host.image.test_recipe import make_recipe
 
 
-def fake_entry(root: Path) -> Path:
-    recipe = make_recipe()
+def fake_entry(root: Path, recipe: Recipe | None = None) -> Path:
+    recipe = recipe or make_recipe()
     entry = root / recipe.key()
     entry.mkdir(parents=True)
     for index, name in enumerate(IMAGE_FILES):
@@ -112,8 +113,10 @@ def test_stale_work_and_staging_dirs_are_swept_under_the_lock(tmp_path: Path) ->
     (tmp_path / ".work-deadbeef").mkdir()
     (tmp_path / f".{'e' * 64}.staging").mkdir()  # the name used before per-filler names
     (tmp_path / f".{'e' * 64}.staging-dead").mkdir()  # no live filler holds its lock
+    (tmp_path / ".resolved").mkdir()  # the recorded resolutions are no leftover
     ensure_image(tmp_path, make_recipe())
+    # adopting needs no apt state (.apt is made only to resolve or build)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [
-        ".apt",
         ".lock",
+        ".resolved",
     ]
