@@ -7,7 +7,11 @@ its pin table. It is content-keyed (STANDARDS.md §6) over the wheel digests and
 source pin table, staged and renamed (§5), and delivered on a read-only disk.
 
 Wheel versions are the ones installed in the host's environment, which the test
-suite exercised; a wheel's bytes are pinned by the SHA-256 recorded in the key.
+suite exercised; a wheel's bytes are pinned by the SHA-256 recorded in the key. The
+wheels are fetched once per set of requirements and kept by content key
+(host/wheelset.py), so with the wheel set and the runtime cached the key is computed
+and the entry adopted without the network; a missing wheel set that cannot be fetched
+is `fetch_failed`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from host import cancel
-from host.wheelfetch import WheelFetchFailed, download_wheels
+from host.wheelset import WheelSetError, ensure_wheelset
 from receipts.canonical import canonical
 from receipts.pintable import build_pin_table, pin_table_bytes
 from receipts.staging import fill_lock, staged_directory
@@ -66,10 +70,18 @@ llama-cpp-python wheel is not fetched: it is the guest-flavour build (SSE4.2 onl
 host/wheels.py), passed in as an extra wheel."""
 DEFAULT_CACHE = Path.home() / ".cache" / "harness" / "runtimes"
 Provenance = Literal["built_by_this_run", "adopted_from_cache"]
+RuntimeFailure = Literal["fetch_failed", "build_failed", "cache_corrupt"]
+"""fetch_failed: wheels (or the guest llama build's sdist) had to come from the network
+and could not; build_failed: a wheel could not be built or unpacked; cache_corrupt: a
+cached runtime or wheel set no longer matches what was recorded for it."""
 
 
 class RuntimeBuildError(RuntimeError):
-    """A wheel could not be fetched or unpacked; the message names which step."""
+    """The runtime could not be had; `category` says why (closed)."""
+
+    def __init__(self, category: RuntimeFailure) -> None:
+        super().__init__(category)
+        self.category: RuntimeFailure = category
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,7 @@ def _unpack(wheel: Path, site: Path) -> None:
             if name.startswith("/") or ".." in parts or member.is_dir():
                 if member.is_dir():
                     continue
-                raise RuntimeBuildError("unsafe wheel member")
+                raise RuntimeBuildError("build_failed")  # an unsafe member
             if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib", "platlib"):
                 parts = parts[2:]
             elif parts[0].endswith(".data"):
@@ -130,32 +142,41 @@ def build_runtime(
     distributions: tuple[str, ...] = AGENT_DISTRIBUTIONS,
     extra_wheels: tuple[Path, ...] = (),
     cache: Path = DEFAULT_CACHE,
+    wheelsets: Path | None = None,
 ) -> GuestRuntime:
-    """Build (or adopt by content key) the guest runtime for these distributions."""
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            fetched = download_wheels(requirements(distributions), Path(tmp))
-        except WheelFetchFailed:
-            raise RuntimeBuildError("pip download failed") from None
-        wheels = fetched + list(extra_wheels)
-        declared = {
-            "builder": BUILDER_VERSION,
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-            "sources": _sources_table(repo),
-            "wheels": [{"name": w.name, "sha256": _sha256(w)} for w in sorted(wheels)],
-        }
-        key = hashlib.sha256(canonical(declared)).hexdigest()
-        entry = cache / key
-        cache.mkdir(parents=True, exist_ok=True)
-        with fill_lock(entry, "the guest runtime"):
-            if (entry / "pins.json").is_file():
-                return _adopt(key, entry)
-            with staged_directory(entry) as staging:
-                root = staging / "runtime"
-                _copy_sources(repo, root)
-                for wheel in wheels:
-                    _unpack(wheel, root)
-                (staging / "pins.json").write_bytes(pin_table_bytes(build_pin_table(root)))
+    """Build (or adopt by content key) the guest runtime for these distributions.
+
+    `wheelsets` is where the fetched wheels are kept (default: beside `cache`)."""
+    try:
+        fetched = ensure_wheelset(
+            requirements(distributions),
+            wheelsets if wheelsets is not None else cache.parent / "wheelsets",
+        )
+    except WheelSetError as exc:
+        raise RuntimeBuildError(exc.category) from None
+    wheels = [w.path for w in fetched.wheels] + list(extra_wheels)
+    digests = {w.path: w.sha256 for w in fetched.wheels}
+    declared = {
+        "builder": BUILDER_VERSION,
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "sources": _sources_table(repo),
+        "wheels": [
+            {"name": w.name, "sha256": digests.get(w) or _sha256(w)}
+            for w in sorted(wheels, key=lambda p: p.name)
+        ],
+    }
+    key = hashlib.sha256(canonical(declared)).hexdigest()
+    entry = cache / key
+    cache.mkdir(parents=True, exist_ok=True)
+    with fill_lock(entry, "the guest runtime"):
+        if (entry / "pins.json").is_file():
+            return _adopt(key, entry)
+        with staged_directory(entry) as staging:
+            root = staging / "runtime"
+            _copy_sources(repo, root)
+            for wheel in wheels:
+                _unpack(wheel, root)
+            (staging / "pins.json").write_bytes(pin_table_bytes(build_pin_table(root)))
     runtime = _adopt(key, entry)
     return GuestRuntime(
         runtime.key, runtime.root, runtime.pins, runtime.pins_sha256, "built_by_this_run"
@@ -167,5 +188,5 @@ def _adopt(key: str, entry: Path) -> GuestRuntime:
     pins = entry / "pins.json"
     table = build_pin_table(entry / "runtime")
     if pin_table_bytes(table) != pins.read_bytes():
-        raise RuntimeBuildError("cached runtime does not match its pin table")
+        raise RuntimeBuildError("cache_corrupt")
     return GuestRuntime(key, entry / "runtime", pins, table.digest(), "adopted_from_cache")

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -87,6 +88,7 @@ from host.runtime import (
     WORKER_DISTRIBUTIONS,
     GuestRuntime,
     RuntimeBuildError,
+    RuntimeFailure,
     build_runtime,
 )
 from host.ssh import CommandResult, SshSession
@@ -136,6 +138,13 @@ WORK = "/work"
 GATE_DEADLINE_S = 60.0
 GUEST_STAGES: frozenset[Stage] = frozenset({"gate", "agent", "verification"})
 """Stages that run commands in the guest: a failure in one may be the guest's full disk."""
+RUNTIME_FAILURES: dict[RuntimeFailure, VmCategory] = {
+    "fetch_failed": "runtime_fetch_failed",
+    "build_failed": "runtime_build_failed",
+    "cache_corrupt": "runtime_cache_corrupt",
+}
+"""How the guest runtime's failure names the VM stage's (runtime.py builds it there)."""
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -473,20 +482,32 @@ class Trial:
 
     def build_runtimes(self) -> None:
         """The agent's runtime; with placement `guest` also the worker's (its wheels and
-        the guest build of llama.cpp)."""
-        self.runtime = build_runtime(REPO, cache=self.o.cache / "runtimes")
-        if self.placement != "guest":
-            return
+        the guest build of llama.cpp). Raises VmStageFailed with a `runtime_*` category
+        (inside the VM stage's plan, so the VM record names it)."""
+        cache = self.o.cache
         try:
-            llama = build_llama("guest", self.o.cache / "wheels")
-        except WheelBuildError:
-            raise RuntimeBuildError("guest llama-cpp-python wheel unavailable") from None
-        self.worker_runtime = build_runtime(
-            REPO,
-            distributions=WORKER_DISTRIBUTIONS,
-            extra_wheels=(llama.wheel,),
-            cache=self.o.cache / "runtimes",
-        )
+            self.runtime = build_runtime(
+                REPO, cache=cache / "runtimes", wheelsets=cache / "wheelsets"
+            )
+            if self.placement != "guest":
+                return
+            try:
+                llama = build_llama("guest", cache / "wheels")
+            except WheelBuildError as exc:
+                failure: RuntimeFailure = (
+                    "fetch_failed" if exc.category == "download_failed" else "build_failed"
+                )
+                raise RuntimeBuildError(failure) from None
+            self.worker_runtime = build_runtime(
+                REPO,
+                distributions=WORKER_DISTRIBUTIONS,
+                extra_wheels=(llama.wheel,),
+                cache=cache / "runtimes",
+                wheelsets=cache / "wheelsets",
+            )
+        except RuntimeBuildError as exc:
+            log.warning("guest runtime unavailable: %s", exc.category)
+            raise VmStageFailed(RUNTIME_FAILURES[exc.category]) from None
 
     async def stage_vm(self, image: GuestImage, scratch: Path) -> None:
         async def plan(accelerator: Accelerator) -> DiskPlan:
@@ -511,8 +532,6 @@ class Trial:
         except VmStageFailed as failure:
             self.vm_category = failure.category
             self.vm = failure.handle
-            raise StageFailed from None
-        except RuntimeBuildError:
             raise StageFailed from None
 
     async def stage_gate(self) -> None:

@@ -142,7 +142,9 @@ async def start_vm(
 
     The accelerator is chosen first, because what goes on the read-only disk and
     whether a worker channel exists depend on it (`auto` placement); `plan` is asked
-    for both once the choice is known."""
+    for both once the choice is known. A `plan` that cannot be made raises
+    VmStageFailed with its category; the stage re-raises it with what it had
+    acquired, so the VM record is written like any other failure of the stage."""
     handle, disk_dir = _acquire(profile, tag, "agent", trial_root, owned)
     try:
         choice = await choose_accelerator(
@@ -153,7 +155,10 @@ async def start_vm(
             scratch_root=trial_root,
             tag=tag,
         )
-        disk_plan = await plan(choice.accelerator)
+        try:
+            disk_plan = await plan(choice.accelerator)
+        except VmStageFailed as failed:
+            raise VmStageFailed(failed.category, handle) from None
     except VmError as exc:
         raise VmStageFailed(exc.category, handle) from None
     except OSError:

@@ -23,7 +23,13 @@ VmCategory = Literal[
     "vm_deadline_exceeded",
     "oom_killed",
     "guest_disk_full",
+    "runtime_fetch_failed",
+    "runtime_build_failed",
+    "runtime_cache_corrupt",
 ]
+"""The `runtime_*` categories: the guest runtime for the read-only disk (our guest code
+and its pinned wheels, host/runtime.py) could not be had before QEMU started:
+`runtime_fetch_failed` when it needed the network and could not reach it."""
 
 
 class _GuestVm(Record):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,5 +119,59 @@ def test_tampered_cache_entry_is_refused(runtime_cache: Path) -> None:
     runtime = build_runtime(REPO, cache=runtime_cache)
     target = runtime.root / "receipts" / "canonical.py"
     target.write_text(target.read_text() + "\n# tampered\n")
-    with pytest.raises(RuntimeBuildError):
+    with pytest.raises(RuntimeBuildError) as err:
         build_runtime(REPO, cache=runtime_cache)
+    assert err.value.category == "cache_corrupt"
+
+
+_OFFLINE_BUILD = """
+import sys
+from pathlib import Path
+from host.runtime import RuntimeBuildError, build_runtime
+try:
+    runtime = build_runtime(Path(sys.argv[1]), cache=Path(sys.argv[2]), wheelsets=Path(sys.argv[3]))
+    print(runtime.key, runtime.provenance)
+except RuntimeBuildError as exc:
+    print("refused", exc.category)
+"""
+
+
+def _offline_build(repo: Path, cache: Path, wheelsets: Path) -> list[str]:
+    """build_runtime in a new network namespace: no network at all."""
+    done = subprocess.run(
+        [
+            "unshare",
+            "-n",
+            sys.executable,
+            "-c",
+            _OFFLINE_BUILD,
+            str(repo),
+            str(cache),
+            str(wheelsets),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()
+
+
+@pytest.mark.integration
+def test_with_its_wheels_kept_the_runtime_is_built_and_adopted_offline(tmp_path: Path) -> None:
+    wheelsets = tmp_path / "wheelsets"
+    online = build_runtime(REPO, cache=tmp_path / "online", wheelsets=wheelsets)  # fetches
+    repo = tmp_path / "repo"
+    for package in ("guest", "receipts"):
+        shutil.copytree(
+            REPO / package, repo / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    runtimes = tmp_path / "runtimes"
+    assert _offline_build(repo, runtimes, wheelsets) == [online.key, "built_by_this_run"]
+    assert _offline_build(repo, runtimes, wheelsets) == [online.key, "adopted_from_cache"]
+    changed = repo / "guest" / "__init__.py"
+    changed.write_text(changed.read_text() + "\n# a changed guest source\n")
+    key, provenance = _offline_build(repo, runtimes, wheelsets)
+    assert (key != online.key, provenance) == (True, "built_by_this_run")
+    assert _offline_build(repo, runtimes, tmp_path / "empty") == ["refused", "fetch_failed"]
