@@ -113,3 +113,22 @@ def test_an_unfetched_model_with_no_network_is_model_source_fetch_failed(tmp_pat
     assert "harness model prepare --profile smollm2" in lines["fix"]
     records = _valid_records(stdout)
     assert records.model is not None and records.model.category == "source_fetch_failed"
+
+
+def test_set_up_on_a_warm_machine_needs_no_network() -> None:
+    """`make setup` runs before every `make trial`: once it has filled the cache it must
+    adopt everything without the network (no loopback either: nothing listens)."""
+    online = subprocess.run(
+        ["bash", ".ci/setup"], cwd=REPO, capture_output=True, text=True, timeout=1800, check=False
+    )
+    assert online.returncode == 0, online.stderr[-3000:]
+    offline = subprocess.run(
+        ["unshare", "-n", "bash", ".ci/setup"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert offline.returncode == 0, offline.stderr[-3000:]
+    assert "setup: could not" not in offline.stderr
