@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from guest.gate import bootstrap
 from host.runtime import RuntimeBuildError, build_runtime
 from receipts.records import AgentRecord, VerificationRecord
 from tests.guest.gate.readonly import read_only
+from tests.guest.support_sandbox import sandbox_root
 from tests.guest.support_tasks import TASKS, scratch
 
 __all__ = ["scratch"]
@@ -67,6 +69,7 @@ def test_scripted_agent_and_verification_run_from_the_runtime_alone(
     shutil.copy(TASKS / "py-two-file-change" / "task.toml", agent_task)
     workspace = scratch / "workspace"
     shutil.copytree(TASKS / "py-two-file-change" / "workspace", workspace)
+    cgroup_root, controllers = sandbox_root()
     limits = {
         "max_turns": 20,
         "max_tool_calls": 20,
@@ -89,6 +92,12 @@ def test_scripted_agent_and_verification_run_from_the_runtime_alone(
         json.dumps(limits),
         "--script",
         str(TASKS / "py-two-file-change" / "scripts" / "solution.json"),
+        # This host's cgroup v2 has no controllers (a v1 hybrid): the agent's sandbox
+        # goes under the v2 root found for the tests, as in tests/guest/test_entry_points.
+        "--cgroup-parent",
+        str(cgroup_root / f"harness-agent-test-{secrets.token_hex(4)}"),
+        "--cgroup-limits",
+        "on" if controllers else "off",
     )
     assert agent.returncode == 0, agent.stderr[-2000:]
     assert agent.stdout.startswith('HARNESS-GATE {"category":"ok"')
