@@ -19,8 +19,9 @@ _COMMANDS: dict[Remedy, str] = {
     "cgroup_controller": "harness doctor  (mount a cgroup memory controller, v1 or v2)",
     "clean_checkout": "git stash --include-untracked  (the harness checkout must be clean)",
     "new_ticket": "harness dispatch issue --profile {profile}  (a ticket is used once)",
-    "fill_cache": "run `make setup` with network access (it fills ~/.cache/harness for "
-    "profile {profile}; later trials run offline)",
+    "fill_cache": "run `make setup` with network access, or the steps it runs: "
+    "`harness image build`, `harness model prepare --profile {profile}` (they fill "
+    "~/.cache/harness; later trials run offline)",
 }
 
 
