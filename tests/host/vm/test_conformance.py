@@ -28,6 +28,7 @@ from harness.profiles import load_profile
 from harness.trial.vmstage import VmHandle, vm_record
 from host.cgroups import Cgroup
 from host.hoststate import compare, take_snapshot
+from host.hoststate.attribution import OwnTrial
 from host.image import GuestImage, build_data_disk
 from host.image.digest import sha256_file
 from host.ssh import SshError, connect, generate_trial_keys
@@ -66,14 +67,17 @@ async def test_boot_run_copy_teardown(
     data.mkdir()
     (data / "hello.txt").write_text("read-only hello\n")
     disk = build_data_disk(data, tmp_path / "data.img")
-    host_before = take_snapshot()
+    budgets = {"cpu_millicores": 1500, "pids_limit": 96}
+    vm_spec = spec(guest_image, vm_cgroup, scratch_root, data_disk=disk.path, **budgets)
+    # As a trial takes it (host/hoststate/attribution.py): what this test process and
+    # its children (QEMU) or this VM's tag hold is compared; other programs' cgroups and
+    # sockets (an earlier test's orphan that PID 1 reaps late) are counted, not compared.
+    own = OwnTrial(vm_spec.tag, os.getpid())
+    host_before = take_snapshot(own=own)
 
     vm_cgroup.set_cpu_quota(150_000, 100_000)
     vm_cgroup.set_pids_limit(96)
-    budgets = {"cpu_millicores": 1500, "pids_limit": 96}
-    vm = create_vm(
-        backend, spec(guest_image, vm_cgroup, scratch_root, data_disk=disk.path, **budgets)
-    )
+    vm = create_vm(backend, vm_spec)
     try:
         await vm.start()
         pid = vm.qemu_pid()
@@ -136,7 +140,7 @@ async def test_boot_run_copy_teardown(
     assert vm_cgroup.member_pids() == ()
     assert sha256_file(guest_image.base) == base_before
     assert guest_image.base.stat().st_mtime_ns == base_mtime
-    comparison = compare(host_before, take_snapshot())
+    comparison = compare(host_before, take_snapshot(own=own))
     assert comparison.overall == "unchanged", comparison
 
 
