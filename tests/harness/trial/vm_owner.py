@@ -33,7 +33,10 @@ async def own(backend: VmBackend, trials_root: Path) -> None:
     async def plan(_accelerator: Accelerator) -> DiskPlan:
         return DiskPlan(scratch / "data", None)  # a scripted trial's plan: no worker channel
 
-    await start_vm(
+    # Both stay referenced while this process waits: the handle holds the VM, whose libvirt
+    # connection, once freed, makes libvirt destroy the transient domain (AUTODESTROY).
+    owned = OwnedResources()
+    handle = await start_vm(
         profile=load_profile("tiny"),
         image=session_image(),
         plan=plan,
@@ -41,10 +44,11 @@ async def own(backend: VmBackend, trials_root: Path) -> None:
         trial_root=trials_root,
         backend=backend,
         accel="tcg",
-        owned=OwnedResources(),
+        owned=owned,
     )
     print(tag, flush=True)
     await asyncio.sleep(3600)
+    assert handle.vm is not None and owned is not None
 
 
 def main() -> None:
