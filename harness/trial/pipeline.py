@@ -656,11 +656,11 @@ class Trial:
             self.keep("verification", unread_verification_record("workspace_not_carried"))
             raise StageFailed
         try:
-            carried_sha256 = await asyncio.to_thread(tree_sha256, carried)
+            carried_sha256 = await in_thread(tree_sha256, carried)
         except TreeDigestError:
             self.keep("verification", unread_verification_record("workspace_not_carried"))
             raise StageFailed from None
-        source = await asyncio.to_thread(self.verifier_source, scratch, carried)
+        source = await in_thread(self.verifier_source, scratch, carried)
         self.verifier_started = True
         try:
             self.verifier = await start_verifier_vm(
@@ -718,7 +718,7 @@ class Trial:
             return None
         dest = scratch / "final-workspace"
         try:
-            await asyncio.to_thread(unpack_workspace, local, dest)
+            await in_thread(unpack_workspace, local, dest)
         except CarryRefused:
             return None
         finally:
