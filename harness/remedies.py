@@ -22,6 +22,8 @@ _COMMANDS: dict[Remedy, str] = {
     "fill_cache": "run `make setup` with network access, or the steps it runs: "
     "`harness image build`, `harness model prepare --profile {profile}` (they fill "
     "~/.cache/harness; later trials run offline)",
+    "loopback_up": "ip link set lo up  (this network namespace's loopback is down, e.g. "
+    "under `unshare -n`; the SSH forward to the guest needs it; `make setup` does this)",
 }
 
 

@@ -59,6 +59,7 @@ Remedy = Literal[
     "clean_checkout",
     "new_ticket",
     "fill_cache",
+    "loopback_up",
 ]
 """What an operator can do on the host: see harness/remedies.py for each command."""
 
@@ -69,6 +70,7 @@ _REMEDIES: dict[tuple[Stage, str], Remedy] = {
     ("preflight", "disk_below_floor"): "free_disk",
     ("preflight", "accelerator_unavailable"): "accel_tcg",
     ("preflight", "cgroups_unavailable"): "cgroup_controller",
+    ("preflight", "loopback_unavailable"): "loopback_up",
     ("image", "disk_full"): "free_disk",
     ("worker", "model_load_out_of_memory"): "free_memory",
     ("source", "dirty_refused"): "clean_checkout",

@@ -2,7 +2,8 @@
 
 MemAvailable against the profile's host admission floor, free disk under the cache
 against the provisioning budget, whether /dev/kvm exists (three answers), and which
-cgroup version carries the memory controller. The accelerator itself is chosen by
+cgroup version carries the memory controller, and whether loopback carries a TCP
+connection (the SSH forward to every guest needs it). The accelerator itself is chosen by
 the VM stage's probe boot (a present /dev/kvm is not proof it works).
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from harness.profiles import Profile
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
+from host.loopback import loopback_usable
 from receipts.records import PreflightRecord
 from receipts.records.preflight import PreflightCategory
 from receipts.types import Probe
@@ -64,6 +66,8 @@ def preflight(profile: Profile, cache_dir: Path) -> PreflightRecord:
         category = "disk_below_floor"
     elif cgroup_version is None:
         category = "cgroups_unavailable"
+    elif not loopback_usable():
+        category = "loopback_unavailable"
     return PreflightRecord(
         category=category,
         mem_available_bytes=memory,

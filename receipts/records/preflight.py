@@ -17,6 +17,7 @@ PreflightCategory = Literal[
     "disk_unread",
     "accelerator_unavailable",
     "cgroups_unavailable",
+    "loopback_unavailable",
 ]
 
 AcceleratorReason = Literal[

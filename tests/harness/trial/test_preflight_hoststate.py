@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from harness.profiles import load_profile
@@ -58,3 +61,25 @@ def test_a_new_listening_socket_is_a_change() -> None:
         listener.close()
     assert record.listening_sockets.result == "changed"
     assert record.resolver.result == "unchanged"
+
+
+def test_a_trial_without_loopback_stops_at_preflight_with_its_fix(tmp_path: Path) -> None:
+    """`unshare -n harness trial` used to boot a guest and end `vm: ssh_timeout` after
+    two minutes; now preflight names the cause and the fix, in a receipt that audits."""
+    harness = Path(sys.executable).with_name("harness")
+    done = subprocess.run(
+        ["unshare", "-n", str(harness), "trial", "--profile", "tiny", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "failed      preflight: loopback_unavailable" in done.stdout
+    assert "fix         ip link set lo up" in done.stdout
+    (receipt,) = tmp_path.glob("trial-*.zip")
+    audit = subprocess.run(
+        [str(harness), "audit", "--json", str(receipt)], capture_output=True, text=True, check=False
+    )
+    assert audit.returncode == 0, audit.stdout
+    assert json.loads(audit.stdout)["valid"] is True
