@@ -65,7 +65,7 @@ class HiddenTests(TestCommand):
 class Task(_Closed):
     id: TaskId
     language: Literal["python", "javascript"]
-    prompt: Annotated[str, StringConstraints(min_length=1, max_length=8192)]
+    prompt: Annotated[str, StringConstraints(min_length=1, max_length=16_384)]
     fixtures: tuple[RelativePath, ...]
     """Workspace files the agent must not change (the visible tests)."""
     tests: TestCommand

@@ -16,6 +16,7 @@ from harness.commands import (
     model,
     profiles,
     schema,
+    tasks,
     trial,
     view,
     worker,
@@ -23,7 +24,20 @@ from harness.commands import (
 from harness.version import HARNESS_VERSION
 from receipts.log import configure_logging
 
-COMMANDS = (trial, audit, view, model, image, dispatch, worker, profiles, doctor, gc, schema)
+COMMANDS = (
+    trial,
+    audit,
+    view,
+    model,
+    image,
+    dispatch,
+    worker,
+    profiles,
+    doctor,
+    gc,
+    schema,
+    tasks,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

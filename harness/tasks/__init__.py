@@ -1,0 +1,1 @@
+"""Task corpora imported into profiles/tasks/ (the polyglot benchmark)."""
