@@ -16,6 +16,7 @@ from harness.commands import (
     model,
     profiles,
     schema,
+    suite,
     tasks,
     trial,
     view,
@@ -36,6 +37,7 @@ COMMANDS = (
     doctor,
     gc,
     schema,
+    suite,
     tasks,
 )
 

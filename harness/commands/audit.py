@@ -10,6 +10,12 @@ import structlog
 
 from harness.remedies import describe
 from receipts.audit import AuditResult, audit_and_read_file
+from receipts.audit.suite import (
+    SuiteAuditResult,
+    audit_suite_bytes,
+    is_suite_receipt,
+    read_suite_file,
+)
 from receipts.canonical import canonical
 from receipts.failure import FailureReason
 from receipts.recordset import RecordSet
@@ -53,8 +59,39 @@ def render_human(result: AuditResult, records: RecordSet | None = None) -> str:
     return "\n".join(lines)
 
 
+def render_suite_human(result: SuiteAuditResult) -> str:
+    lines = [
+        f"zip sha256   {result.zip_sha256}",
+        f"suite id     {result.suite_receipt_id or '-'}",
+        f"valid        {'yes' if result.valid else 'no'}",
+        f"members      {result.members} ({result.members_with_receipt} with a receipt,"
+        f" {result.members_valid} audit valid)",
+    ]
+    if result.findings:
+        lines.append("")
+        lines.append(f"{'category':<30} member")
+        lines += [f"{f.category:<30} {f.member_id or '-'}" for f in result.findings]
+    return "\n".join(lines)
+
+
+def _run_suite(args: argparse.Namespace) -> int:
+    """A suite receipt: every member audited, then the aggregate (receipts/audit/suite.py)."""
+    try:
+        result = audit_suite_bytes(read_suite_file(args.receipt))
+    except OSError as exc:
+        print(f"harness audit: cannot read the receipt ({type(exc).__name__})", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if args.json:
+        sys.stdout.write(canonical(result.to_json()).decode("utf-8") + "\n")
+    else:
+        print(render_suite_human(result))
+    return EXIT_VALID if result.valid else EXIT_INVALID
+
+
 def run(args: argparse.Namespace) -> int:
     log = structlog.get_logger()
+    if is_suite_receipt(args.receipt):
+        return _run_suite(args)
     try:
         result, records = audit_and_read_file(args.receipt)
     except OSError as exc:

@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 
 from harness.report.page import render
+from harness.suite.page import render_suite
+from harness.suite.report import suite_report
 from receipts.audit import audit_and_read
 from receipts.audit.container import MAX_ZIP_BYTES
+from receipts.audit.suite import audit_suite_and_read, is_suite_receipt, read_suite_file
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    if is_suite_receipt(args.receipt):
+        return _suite(args)
     try:
         with args.receipt.open("rb") as handle:
             data = handle.read(MAX_ZIP_BYTES + 1)
@@ -31,5 +36,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result, records = audit_and_read(data)
     args.output.write_text(render(result, records), encoding="utf-8")
+    print(args.output)
+    return 0 if result.valid else 1
+
+
+def _suite(args: argparse.Namespace) -> int:
+    """A suite receipt: its audit, and when valid its report's figures and plot."""
+    try:
+        data = read_suite_file(args.receipt)
+    except OSError as exc:
+        print(f"harness view: cannot read the receipt ({type(exc).__name__})", file=sys.stderr)
+        return 2
+    result, record, members = audit_suite_and_read(data)
+    report = suite_report(record, members) if record is not None else None
+    args.output.write_text(render_suite(result, report), encoding="utf-8")
     print(args.output)
     return 0 if result.valid else 1

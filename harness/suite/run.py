@@ -1,0 +1,177 @@
+"""`harness suite run`: expand a suite into member trials, run them through an executor,
+and bind their receipts into one suite receipt.
+
+Each member is `harness trial ... --json` with its own receipt directory; the executor
+(local.py, or the Slurm one) only starts, follows and stops those processes. Once every
+member has ended, each receipt is audited here (a member whose receipt does not audit is
+recorded as such, which makes the suite invalid) and `suite-<id>.zip` is written: the
+member ZIPs stored whole and a closed `suite.json` (receipts/records/suite.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from harness.source import bind_source
+from harness.suite.executor import Executor, MemberEnd, MemberJob
+from harness.suite.spec import Member, Suite
+from harness.trial.pipeline import REPO
+from harness.version import HARNESS_VERSION
+from receipts.audit import audit_and_read
+from receipts.records.suite import MissingReason, SuiteMember, SuiteRecord, aggregate
+from receipts.suitebundle import WrittenSuite, write_suite_bundle
+
+SLACK_S = 600
+"""Added to a member's deadlines for its time limit: set-up before the VM and the
+bundle after it are not under any profile deadline."""
+
+
+def member_argv(member: Member, receipt_dir: Path, backend: str, accel: str) -> tuple[str, ...]:
+    """The member's whole command line: this interpreter running this harness's CLI."""
+    agent = "model" if member.script is None else f"scripted:{member.script}"
+    return (
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "trial",
+        "--profile",
+        member.profile.name,
+        "--task",
+        member.task,
+        "--agent",
+        agent,
+        "--backend",
+        backend,
+        "--accel",
+        accel,
+        "--out",
+        str(receipt_dir),
+        "--json",
+    )
+
+
+def time_limit_s(member: Member) -> int:
+    profile = member.profile
+    return profile.provisioning.deadline_s + profile.vm.deadline_s + SLACK_S
+
+
+def member_jobs(suite: Suite, work: Path) -> list[MemberJob]:
+    return [
+        MemberJob(
+            member_id=member.member_id,
+            argv=member_argv(
+                member,
+                work / "members" / member.member_id,
+                suite.file.backend,
+                suite.file.accel,
+            ),
+            memory_bytes=member.profile.memory.host_admission_floor,
+            cpus=member.profile.vm.vcpus,
+            time_limit_s=time_limit_s(member),
+            receipt_dir=work / "members" / member.member_id,
+        )
+        for member in suite.members
+    ]
+
+
+def _missing(end: MemberEnd) -> MissingReason:
+    if end.state == "cancelled":
+        return "cancelled_before_start" if end.exit_code is None else "cancelled_without_receipt"
+    if end.state == "lost":
+        return "job_lost"
+    if end.state == "failed_to_start":
+        return "failed_to_start"
+    return "no_receipt"
+
+
+def suite_member(member: Member, end: MemberEnd) -> tuple[SuiteMember, bytes | None]:
+    """The member's entry in suite.json and its receipt's bytes (None when it has none
+    that audits)."""
+    common = {
+        "member_id": member.member_id,
+        "task": member.task,
+        "language": member.language,
+        "profile": member.profile.name,
+        "policy": "model" if member.script is None else "scripted",
+        "script": None if member.script is None else member.script.stem,
+        "repeat": member.repeat,
+        "state": end.state,
+        "exit_code": end.exit_code
+        if end.exit_code is not None and 0 <= end.exit_code <= 255
+        else None,
+    }
+    absent = {"trial_id": None, "receipt_id": None, "zip_sha256": None, "verdict": None}
+    if end.receipt_path is None:
+        reason: MissingReason = _missing(end)
+        return SuiteMember.model_validate({**common, **absent, "missing": reason}), None
+    data = end.receipt_path.read_bytes()
+    result, records = audit_and_read(data)
+    if not result.valid or records is None or records.trial is None:
+        return SuiteMember.model_validate({**common, **absent, "missing": "receipt_invalid"}), None
+    entry = SuiteMember.model_validate(
+        {
+            **common,
+            "trial_id": records.trial.trial_id,
+            "receipt_id": result.receipt_id,
+            "zip_sha256": result.zip_sha256,
+            "verdict": result.derived_verdict,
+            "missing": None,
+        }
+    )
+    return entry, data
+
+
+@dataclass
+class SuiteRun:
+    suite: Suite
+    executor: Executor
+    executor_name: Literal["local", "slurm"]
+    out_dir: Path
+    suite_id: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    @property
+    def work(self) -> Path:
+        return self.out_dir / f"suite-{self.suite_id}.d"
+
+    async def run(
+        self,
+        cancel: asyncio.Event,
+        on_progress: Callable[[str, str], None],
+        max_concurrency: Callable[[], int],
+    ) -> tuple[Path, WrittenSuite]:
+        source = bind_source(REPO, refuse_dirty=False)
+        started_ms = int(time.time() * 1000)
+        jobs = member_jobs(self.suite, self.work)
+        ends = await self.executor.run(jobs, cancel, on_progress)
+        entries: list[SuiteMember] = []
+        blobs: dict[str, bytes] = {}
+        for member, end in zip(self.suite.members, ends, strict=True):
+            entry, data = suite_member(member, end)
+            entries.append(entry)
+            if data is not None:
+                blobs[member.member_id] = data
+        members = tuple(entries)
+        verdicts, missing = aggregate(members)
+        record = SuiteRecord(
+            suite_id=self.suite_id,
+            name=self.suite.file.name,
+            suite_sha256=self.suite.sha256,
+            source=source,
+            harness_version=HARNESS_VERSION,
+            executor=self.executor_name,
+            started_unix_ms=started_ms,
+            ended_unix_ms=max(started_ms, int(time.time() * 1000)),
+            max_concurrency=max_concurrency(),
+            members=members,
+            verdicts=verdicts,
+            missing=missing,
+        )
+        target = self.out_dir / f"suite-{self.suite_id}.zip"
+        return target, write_suite_bundle(record, blobs, target)

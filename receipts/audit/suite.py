@@ -1,0 +1,230 @@
+"""Audit a suite receipt: the container, `suite.json`, every member, then the aggregate.
+
+A suite is valid only when its container is exactly what the writer makes of its
+entries, `suite.json` is a canonical closed record, every member the record says has a
+receipt has exactly that ZIP (its SHA-256), that ZIP audits as a valid trial receipt on
+its own, its receipt id, trial id, task, profile and policy are the ones the record
+names, and the record's verdict is the verdict the member's records derive; and the
+aggregate counts are those of the members. One member that does not audit makes the
+whole suite invalid: a suite's pass rate is only as good as its worst member's evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import zipfile
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError
+
+from receipts.audit import audit_and_read
+from receipts.audit.container import MAX_ZIP_BYTES
+from receipts.bundle import zip_bytes
+from receipts.canonical import CanonicalError, parse_canonical
+from receipts.records.base import Part, Record
+from receipts.records.suite import SUITE_CEILING_BYTES, MemberId, SuiteRecord, aggregate
+from receipts.recordset import RecordSet
+from receipts.suitebundle import MEMBER_PREFIX, SUITE_RECORD_NAME, member_entry
+from receipts.types import Count, Sha256Hex
+
+MAX_SUITE_BYTES = 4 * 1024 * 1024 * 1024 - 1
+_MEMBER_NAME = re.compile(r"^members/([0-9]{4,6})\.zip$")
+
+SuiteAuditCategory = Literal[
+    "zip_malformed",
+    "zip_oversize",
+    "unknown_entry",
+    "duplicate_entry",
+    "compressed_entry",
+    "container_not_canonical",
+    "suite_record_missing",
+    "suite_record_not_canonical",
+    "suite_record_invalid",
+    "member_receipt_missing",
+    "member_receipt_unexpected",
+    "member_digest_mismatch",
+    "member_invalid",
+    "member_receipt_id_mismatch",
+    "member_identity_mismatch",
+    "member_verdict_mismatch",
+    "aggregate_mismatch",
+]
+
+
+class SuiteFinding(Part):
+    category: SuiteAuditCategory
+    member_id: MemberId | None
+
+
+class SuiteAuditResult(Record):
+    schema_: Literal["harness.audit.suite/1"] = Field("harness.audit.suite/1", alias="schema")
+    valid: bool
+    zip_sha256: Sha256Hex
+    suite_receipt_id: Sha256Hex | None
+    """SHA-256 of `suite.json`; null when the suite is invalid."""
+    members: Count
+    members_with_receipt: Count
+    members_valid: Count
+    findings: Annotated[tuple[SuiteFinding, ...], Field(max_length=20_000)]
+
+
+def suite_entry_names(data: bytes) -> list[str] | None:
+    """The ZIP's entry names, or None when it is not a readable ZIP."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            return [info.orig_filename for info in zf.infolist()]
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
+        return None
+
+
+def is_suite_receipt(path: Path) -> bool:
+    """Whether the ZIP at `path` is a suite receipt (it has a `suite.json` entry)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return SUITE_RECORD_NAME in zf.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+
+
+def _entries(data: bytes, findings: list[SuiteFinding]) -> dict[str, bytes] | None:
+    def add(category: SuiteAuditCategory) -> None:
+        findings.append(SuiteFinding(category=category, member_id=None))
+
+    if len(data) > MAX_SUITE_BYTES:
+        add("zip_oversize")
+        return None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+            names = [info.orig_filename for info in infos]
+            if len(names) != len(set(names)):
+                add("duplicate_entry")
+                return None
+            entries: dict[str, bytes] = {}
+            for info in infos:
+                name = info.orig_filename
+                if name != SUITE_RECORD_NAME and not _MEMBER_NAME.fullmatch(name):
+                    add("unknown_entry")
+                    continue
+                if info.compress_type != zipfile.ZIP_STORED:
+                    add("compressed_entry")
+                    continue
+                ceiling = SUITE_CEILING_BYTES if name == SUITE_RECORD_NAME else MAX_ZIP_BYTES
+                entries[name] = zf.read(info)[: ceiling + 1]
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
+        add("zip_malformed")
+        return None
+    if not findings and zip_bytes(entries) != data:
+        add("container_not_canonical")
+    return entries
+
+
+def _record(entries: dict[str, bytes], findings: list[SuiteFinding]) -> SuiteRecord | None:
+    raw = entries.get(SUITE_RECORD_NAME)
+    if raw is None:
+        findings.append(SuiteFinding(category="suite_record_missing", member_id=None))
+        return None
+    try:
+        parse_canonical(raw)
+    except CanonicalError:
+        findings.append(SuiteFinding(category="suite_record_not_canonical", member_id=None))
+        return None
+    try:
+        return SuiteRecord.model_validate_json(raw)
+    except ValidationError:
+        findings.append(SuiteFinding(category="suite_record_invalid", member_id=None))
+        return None
+
+
+def audit_suite_and_read(
+    data: bytes,
+) -> tuple[SuiteAuditResult, SuiteRecord | None, dict[str, RecordSet]]:
+    """The result; and for a valid suite its record and each member's records by id."""
+    findings: list[SuiteFinding] = []
+    entries = _entries(data, findings)
+    record = _record(entries, findings) if entries is not None else None
+    members_read: dict[str, RecordSet] = {}
+    with_receipt = valid_members = 0
+    if entries is not None and record is not None:
+        listed = {member_entry(m.member_id) for m in record.members if m.zip_sha256 is not None}
+        for name in sorted(set(entries) - listed - {SUITE_RECORD_NAME}):
+            match = _MEMBER_NAME.fullmatch(name)
+            member_id = match.group(1) if match else None
+            findings.append(SuiteFinding(category="member_receipt_unexpected", member_id=member_id))
+        for member in record.members:
+            if member.missing == "receipt_invalid":  # the suite says so itself
+                findings.append(SuiteFinding(category="member_invalid", member_id=member.member_id))
+            if member.zip_sha256 is None:
+                continue
+            with_receipt += 1
+
+            def add(category: SuiteAuditCategory, member_id: str = member.member_id) -> None:
+                findings.append(SuiteFinding(category=category, member_id=member_id))
+
+            blob = entries.get(member_entry(member.member_id))
+            if blob is None:
+                add("member_receipt_missing")
+                continue
+            if hashlib.sha256(blob).hexdigest() != member.zip_sha256:
+                add("member_digest_mismatch")
+                continue
+            member_result, records = audit_and_read(blob)
+            if not member_result.valid or records is None or records.trial is None:
+                add("member_invalid")
+                continue
+            valid_members += 1
+            trial = records.trial
+            if member_result.receipt_id != member.receipt_id:
+                add("member_receipt_id_mismatch")
+            if (trial.trial_id, trial.task, trial.profile, trial.policy) != (
+                member.trial_id,
+                member.task,
+                member.profile,
+                member.policy,
+            ):
+                add("member_identity_mismatch")
+            if member_result.derived_verdict != member.verdict:
+                add("member_verdict_mismatch")
+            members_read[member.member_id] = records
+        if aggregate(record.members) != (record.verdicts, record.missing):
+            findings.append(SuiteFinding(category="aggregate_mismatch", member_id=None))
+    valid = not findings
+    result = SuiteAuditResult(
+        valid=valid,
+        zip_sha256=hashlib.sha256(data).hexdigest(),
+        suite_receipt_id=(
+            hashlib.sha256(entries[SUITE_RECORD_NAME]).hexdigest()
+            if valid and entries is not None
+            else None
+        ),
+        members=len(record.members) if record is not None else 0,
+        members_with_receipt=with_receipt,
+        members_valid=valid_members,
+        findings=tuple(findings[:20_000]),
+    )
+    if not valid:
+        return result, None, {}
+    return result, record, members_read
+
+
+def audit_suite_bytes(data: bytes) -> SuiteAuditResult:
+    return audit_suite_and_read(data)[0]
+
+
+def read_suite_file(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(MAX_SUITE_BYTES + 1)
+
+
+__all__ = [
+    "MEMBER_PREFIX",
+    "SuiteAuditResult",
+    "SuiteFinding",
+    "audit_suite_and_read",
+    "audit_suite_bytes",
+    "is_suite_receipt",
+    "read_suite_file",
+]
