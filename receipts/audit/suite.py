@@ -4,8 +4,14 @@ A suite is valid only when its container is exactly what the writer makes of its
 entries, `suite.json` is a canonical closed record, every member the record says has a
 receipt has exactly that ZIP (its SHA-256), that ZIP audits as a valid trial receipt on
 its own, its receipt id, trial id, task, profile and policy are the ones the record
-names, and the record's verdict is the verdict the member's records derive; and the
-aggregate counts are those of the members. One member that does not audit makes the
+names, the record's verdict is the verdict the member's records derive, and the trial
+ran inside the suite's time window; and the aggregate counts are those of the members.
+
+What this cannot see: a receipt of another trial of the same task, profile and policy
+that ran inside the same window (a second suite run side by side), swapped in with
+suite.json rewritten to match. Closing that needs the suite's id inside each member's
+trial record (a dispatch ticket per suite, issue 16's "dispatch at suite scale"), which
+is not built yet. One member that does not audit makes the
 whole suite invalid: a suite's pass rate is only as good as its worst member's evidence.
 """
 
@@ -50,6 +56,7 @@ SuiteAuditCategory = Literal[
     "member_receipt_id_mismatch",
     "member_identity_mismatch",
     "member_verdict_mismatch",
+    "member_outside_suite",
     "aggregate_mismatch",
 ]
 
@@ -188,6 +195,11 @@ def audit_suite_and_read(
                 add("member_identity_mismatch")
             if member_result.derived_verdict != member.verdict:
                 add("member_verdict_mismatch")
+            if not (
+                record.started_unix_ms <= trial.started_unix_ms
+                and trial.ended_unix_ms <= record.ended_unix_ms
+            ):
+                add("member_outside_suite")  # a receipt of another run, swapped in
             members_read[member.member_id] = records
         if aggregate(record.members) != (record.verdicts, record.missing):
             findings.append(SuiteFinding(category="aggregate_mismatch", member_id=None))
