@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from receipts.audit.findings import AuditResult
+from receipts.audit.suite import SuiteAuditResult
 from receipts.manifest import Manifest
 from receipts.records.base import Record
+from receipts.records.suite import SuiteRecord
 from receipts.recordset import KINDS
 
 
@@ -20,6 +22,8 @@ def schema_models() -> tuple[type[Record], ...]:
         *(model for kind in KINDS for model in kind.legacy),
         Manifest,
         AuditResult,
+        SuiteRecord,
+        SuiteAuditResult,
     )
 
 
@@ -94,7 +98,11 @@ def reference_markdown() -> str:
         defs = schema.get("$defs", {})
         kind = entry_names.get(model)
         if kind is None:
-            where = "manifest.json" if model is Manifest else "(printed by `harness audit --json`)"
+            where = {
+                Manifest: "manifest.json",
+                SuiteRecord: "`suite.json` of a suite receipt (`suite-<id>.zip`)",
+                SuiteAuditResult: "(printed by `harness audit --json` for a suite receipt)",
+            }.get(model, "(printed by `harness audit --json`)")
         elif kind.sequence:
             where = f"`{kind.name}/000000.json`, `{kind.name}/000001.json`, …"
         else:
