@@ -26,14 +26,13 @@ MissingReason = Literal[
     "cancelled_without_receipt",
     "job_lost",
     "failed_to_start",
-    "host_too_small",
     "no_receipt",
     "receipt_invalid",
 ]
 """Why a member has no receipt in the suite: the suite was cancelled before it started
-(or it was stopped and wrote none), the engine lost it, it could not be launched, the
-host cannot hold its profile at all, it exited without one, or the one it wrote does not
-audit (kept out; the member counts as missing, never as a verdict)."""
+(or it was stopped and wrote none), the engine lost it, it could not be launched (also:
+the host cannot hold its profile at all), it exited without one, or the one it wrote does
+not audit (kept out; the member counts as missing, never as a verdict)."""
 SUITE_CEILING_BYTES = 8 * 1024 * 1024
 """`suite.json` holds one entry per member (up to 10,000): its own ceiling."""
 
