@@ -111,7 +111,10 @@ def suite_member(member: Member, end: MemberEnd) -> tuple[SuiteMember, bytes | N
     if end.receipt_path is None:
         reason: MissingReason = _missing(end)
         return SuiteMember.model_validate({**common, **absent, "missing": reason}), None
-    data = end.receipt_path.read_bytes()
+    try:
+        data = end.receipt_path.read_bytes()
+    except OSError:
+        return SuiteMember.model_validate({**common, **absent, "missing": "no_receipt"}), None
     result, records = audit_and_read(data)
     if not result.valid or records is None or records.trial is None:
         return SuiteMember.model_validate({**common, **absent, "missing": "receipt_invalid"}), None
