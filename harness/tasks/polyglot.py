@@ -16,9 +16,11 @@ and three tasks of our own prove nothing about one. Each exercise becomes
 
 Before an exercise is kept, its hidden tests run on this host twice, on fresh copies:
 with the example solution every test must pass (the report's IDs become `expected`),
-and with the stub at least one must fail. An exercise that breaks either, or that our
-task format cannot hold, is left out with a closed reason. The real check is the
-oracle and null suite on real VMs; this one only keeps a broken task out of the tree.
+and with the stub at least one must fail while the report still names exactly those
+tests (a stub that does not import reads as an inconsistent report). An exercise that
+breaks either, or that our task format cannot hold, is left out with a closed reason.
+The real check is the oracle and null suite on real VMs; this one only keeps a broken
+task out of the tree.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ LeftOut = Literal[
     "runner_unavailable",
     "oracle_fails_on_host",
     "null_passes_on_host",
+    "null_report_inconsistent",
     "host_check_failed",
 ]
 """Why an exercise was not imported (closed, so the index can be read by machines)."""
@@ -285,6 +288,12 @@ def check_on_host(exercise: Exercise) -> tuple[str, ...] | LeftOut:
         return "host_check_failed"
     if null.passed == null.total:
         return "null_passes_on_host"
+    if sorted(null.ids) != sorted(oracle.ids):
+        # The stub does not even import (it lacks a name the tests import): the report
+        # names a collection error, not the tests, and the verifier calls that
+        # `report_inconsistent` (failed_verification), so the null control could never
+        # read `task_incomplete`.
+        return "null_report_inconsistent"
     return tuple(sorted(oracle.ids))
 
 

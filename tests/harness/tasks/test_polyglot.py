@@ -101,6 +101,17 @@ def test_a_stub_that_passes_is_left_out(tmp_path: Path) -> None:
     assert [(s.slug, s.reason) for s in result.skipped] == [("adder", "null_passes_on_host")]
 
 
+def test_a_stub_that_does_not_import_is_left_out(tmp_path: Path) -> None:
+    """go-counting's stub lacks the constants its tests import: the null control's report
+    names a collection error, which the verifier reads as an inconsistent report
+    (failed_verification), never task_incomplete."""
+    source, tasks = tmp_path / "bench", tmp_path / "tasks"
+    tasks.mkdir()
+    exercise(source, stub="def other():\n    pass\n")
+    result = import_polyglot(source, "python", tasks, COMMIT)
+    assert [(s.slug, s.reason) for s in result.skipped] == [("adder", "null_report_inconsistent")]
+
+
 def test_a_prompt_over_the_task_ceiling_is_left_out(tmp_path: Path) -> None:
     source, tasks = tmp_path / "bench", tmp_path / "tasks"
     tasks.mkdir()
@@ -140,7 +151,8 @@ def test_the_vendored_python_tasks_match_their_index() -> None:
     (a test deleted, an expected ID dropped) no longer matches."""
     index = tomllib.loads((REPO / "profiles" / "polyglot" / "python.toml").read_text())
     assert index["commit"] == COMMIT
-    assert len(index["imported"]) == 34 and "left_out" not in index
+    assert len(index["imported"]) == 33
+    assert index["left_out"] == [{"exercise": "go-counting", "reason": "null_report_inconsistent"}]
     on_disk = sorted(p.name for p in (REPO / "profiles" / "tasks").glob("polyglot-py-*"))
     assert on_disk == sorted(entry["task"] for entry in index["imported"])
     for entry in index["imported"]:
