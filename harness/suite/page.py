@@ -116,14 +116,14 @@ def render_suite(result: SuiteAuditResult, report: dict[str, Any] | None) -> str
     sections.append("<h2>By language</h2>")
     sections.append(
         _table(
-            ["language", "profile", "agent", "trials", "scored", "accepted", "pass rate [95%]"],
+            ["language", "profile", "agent", "trials", "judged", "accepted", "pass rate [95%]"],
             [
                 (
                     g["language"],
                     g["profile"],
                     g["agent"],
                     g["trials"],
-                    g["scored"],
+                    g["judged"],
                     g["accepted"],
                     _interval(g),
                 )

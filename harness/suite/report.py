@@ -3,9 +3,12 @@
 Computed only from a suite receipt that audits valid, and from each member's own
 records (never from the suite's claims): trials, accepted, pass rate with a Wilson 95%
 interval, the failed stage and category of each failure, wall time median and p90, and
-peak memory. The pass rate's denominator is the members that were scored (verdict
-`accepted` or `task_incomplete`): a harness failure or a cancel says nothing about the
-agent, so it is counted and shown, never folded into the rate.
+peak memory. The pass rate is accepted over judged: every member with a receipt except
+the cancelled ones (stopped, never judged). Any other verdict counts as not passed,
+harness failures included: a model whose code breaks the test run reads
+`failed_verification` (report_inconsistent), so leaving such verdicts out would raise
+its rate. Every verdict is listed beside the rate, and `scored` (accepted +
+task_incomplete) is given for a reader who wants the narrower count.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ def agent_label(member: SuiteMember) -> str:
 class _Group:
     trials: int = 0
     with_receipt: int = 0
+    judged: int = 0
     accepted: int = 0
     scored: int = 0
 
@@ -72,19 +76,22 @@ class _Group:
         self.trials += 1
         if member.verdict is not None:
             self.with_receipt += 1
+        if member.verdict is not None and member.verdict != "cancelled":
+            self.judged += 1
         if member.verdict in SCORED:
             self.scored += 1
         if member.verdict == "accepted":
             self.accepted += 1
 
     def figures(self) -> dict[str, Any]:
-        interval = wilson(self.accepted, self.scored)
+        interval = wilson(self.accepted, self.judged)
         return {
             "trials": self.trials,
             "with_receipt": self.with_receipt,
+            "judged": self.judged,
             "scored": self.scored,
             "accepted": self.accepted,
-            "pass_rate": round(self.accepted / self.scored, 4) if self.scored else None,
+            "pass_rate": round(self.accepted / self.judged, 4) if self.judged else None,
             "wilson95": [round(interval[0], 4), round(interval[1], 4)] if interval else None,
         }
 

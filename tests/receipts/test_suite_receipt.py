@@ -43,6 +43,17 @@ def member_trial(trial_id: str, verdict: str, shift_ms: int = 0) -> RecordSet:
         ended_unix_ms=ENDED + shift_ms,
     )
     changes: dict[str, Any] = {"trial": trial}
+    if verdict == "cancelled":  # SIGTERM while the agent ran: what the pipeline writes
+        changes.update(
+            agent=None, verification=None, verifier_vm=None, agent_turns=(), tool_calls=()
+        )
+        changes["trial"] = replace(
+            trial,
+            failed_stage="agent",
+            cancelled_stage="agent",
+            cancel_signal="SIGTERM",
+            verdict="cancelled",
+        )
     if verdict == "failed_host_state":
         changed = FacetComparison(
             before_sha256="1" * 64,

@@ -49,14 +49,17 @@ def test_percentiles_are_nearest_rank() -> None:
 def suite_zip(tmp_path: Path) -> Path:
     oracle, null = receipt("a" * 32, "accepted"), receipt("b" * 32, "task_incomplete")
     failed = receipt("c" * 32, "failed_host_state")
+    cancelled = receipt("d" * 32, "cancelled")
     members = (
         entry("0000", oracle),
         entry("0001", null, script="null"),
         entry("0002", None, state="cancelled", exit_code=None, missing="cancelled_before_start"),
         entry("0003", failed, exit_code=3),
+        entry("0004", cancelled, state="cancelled", exit_code=143),
     )
+    blobs = {"0000": oracle, "0001": null, "0003": failed, "0004": cancelled}
     target = tmp_path / "suite.zip"
-    write_suite_bundle(suite(members), {"0000": oracle, "0001": null, "0003": failed}, target)
+    write_suite_bundle(suite(members), blobs, target)
     return target
 
 
@@ -66,14 +69,21 @@ def test_the_report_counts_members_and_separates_agents(suite_zip: Path) -> None
     report = suite_report(record, members)
     groups = {g["agent"]: g for g in report["groups"]}
     oracle, null = groups["scripted:oracle"], groups["scripted:null"]
-    assert (oracle["trials"], oracle["with_receipt"]) == (3, 2)
-    assert (oracle["scored"], oracle["accepted"]) == (1, 1), "a harness failure is not scored"
-    assert oracle["verdicts"] == {"accepted": 1, "failed_host_state": 1}
-    assert oracle["missing"] == {"cancelled_before_start": 1}, "counted, not scored"
-    assert oracle["pass_rate"] == 1.0 and oracle["wilson95"] == [0.2065, 1.0]
+    assert (oracle["trials"], oracle["with_receipt"], oracle["judged"]) == (4, 3, 2)
+    assert (oracle["scored"], oracle["accepted"]) == (1, 1)
+    assert oracle["verdicts"] == {"accepted": 1, "cancelled": 1, "failed_host_state": 1}
+    assert oracle["missing"] == {"cancelled_before_start": 1}, "counted, not judged"
+    # A harness failure is not passed (never left out to raise the rate); a cancel is not
+    # judged.
+    assert oracle["pass_rate"] == 0.5 and oracle["wilson95"] == [0.0945, 0.9055]
     assert (null["accepted"], null["pass_rate"]) == (0, 0.0)
     assert oracle["wall_ms_median"] == 60_000 == oracle["wall_ms_p90"]
-    assert report["verdicts"] == {"accepted": 1, "failed_host_state": 1, "task_incomplete": 1}
+    assert report["verdicts"] == {
+        "accepted": 1,
+        "cancelled": 1,
+        "failed_host_state": 1,
+        "task_incomplete": 1,
+    }
     languages = {g["agent"]: g for g in report["languages"]}
     assert languages["scripted:null"]["language"] == "python"
 
@@ -93,7 +103,7 @@ def test_audit_report_and_view_on_the_command_line(suite_zip: Path, tmp_path: Pa
     assert audited.returncode == 0, audited.stderr
     assert json.loads(audited.stdout)["valid"] is True
     reported = _harness("suite", "report", str(suite_zip))
-    assert reported.returncode == 0 and json.loads(reported.stdout)["members"] == 4
+    assert reported.returncode == 0 and json.loads(reported.stdout)["members"] == 5
     page = tmp_path / "suite.html"
     viewed = _harness("view", str(suite_zip), "-o", str(page))
     assert viewed.returncode == 0
