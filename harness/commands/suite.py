@@ -61,7 +61,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     run_p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     report_p = actions.add_parser("report", help="figures of a suite receipt, as JSON")
-    report_p.add_argument("receipt", type=Path, metavar="SUITE.zip")
+    report_p.add_argument(
+        "receipt", type=Path, metavar="SUITE.zip", help="the suite receipt (audited first)"
+    )
     parser.set_defaults(run=run)
 
 
