@@ -44,6 +44,7 @@ import numpy.typing as npt
 from host import cancel
 from host.model.categories import ConvertError, HeaderError, OutType, VerifyError
 from host.model.convert import CHUNK_BYTES, ConversionPlan, TensorPlan, plan_conversion
+from host.model.ggufread import GGUFReader
 from host.model.progress import current as current_progress
 from host.model.safetensors_header import DTYPES, read_raw, read_span, row_span, widen
 from host.model.vocab import load_json_object
@@ -401,7 +402,7 @@ def verify_gguf(
     except (ConvertError, OSError, ValueError, TypeError) as exc:
         raise VerifyError("source_unreadable") from exc
     try:
-        reader = gguf.GGUFReader(gguf_path, "r")
+        reader = GGUFReader(gguf_path, "r")  # gguf.GGUFReader, over a plain view
     except (OSError, ValueError, KeyError, IndexError, struct.error) as exc:
         raise VerifyError("gguf_unreadable") from exc
     expected = expected_metadata(config, plan)
