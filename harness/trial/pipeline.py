@@ -27,6 +27,7 @@ from typing import Any, Literal
 from guest.task import load_task, task_digest
 from harness.dispatch import DispatchRefused, admit, ledger_dir
 from harness.profiles import Profile
+from harness.profiles.load import PROFILES_DIR
 from harness.source import bind_source
 from harness.trial.carry import CarryRefused, tar_command, unpack_workspace
 from harness.trial.guestcmd import (
@@ -161,6 +162,8 @@ class TrialOptions:
     cache: Path = Path.home() / ".cache" / "harness"
     placement: PlacementRequest | None = None
     """Overrides the profile's `worker.placement` (None keeps the profile's)."""
+    locks: Path = PROFILES_DIR
+    """Where the operator's pin locks are (hf_snapshot profiles): beside the profiles."""
 
 
 @dataclass(frozen=True)
@@ -384,7 +387,7 @@ class Trial:
             raise StageFailed
 
     def stage_model(self) -> None:
-        self.model = prepare(self.o.profile, self.o.cache)
+        self.model = prepare(self.o.profile, self.o.cache, locks=self.o.locks)
         self.keep("model", self.model.record)
         if self.model.record.category != "ok":
             raise StageFailed

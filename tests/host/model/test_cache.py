@@ -202,3 +202,51 @@ def test_record_that_is_not_strict_json_is_refused(
         text = json.dumps(record)
     entry.write_text(text)
     assert _refused(tmp_path, tiny_dir) == "cache_entry_corrupt"
+
+
+def _count_source_hashes(monkeypatch: pytest.MonkeyPatch, weights: Path) -> list[Path]:
+    """Every time pin verification hashes *weights* (host.model.pins.sha256_file)."""
+    import host.model.pins as pins_module
+
+    seen: list[Path] = []
+    real = pins_module.sha256_file
+
+    def counting(path: Path) -> tuple[str, int]:
+        if path.name == weights.name:
+            seen.append(path)
+        return real(path)
+
+    monkeypatch.setattr(pins_module, "sha256_file", counting)
+    return seen
+
+
+def test_a_report_verified_just_before_is_not_hashed_again(
+    tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model stage verifies the source, then prepares: the weights are hashed once
+    before conversion and once after (the re-check), not twice before."""
+    from host.model.pins import verify_source
+
+    pins = pins_of(tiny_dir)
+    seen = _count_source_hashes(monkeypatch, tiny_dir / "model.safetensors")
+    report = verify_source(tiny_dir, pins, QWEN3)
+    prepare_model(tiny_dir, pins, "f32", expected=QWEN3, cache_root=tmp_path, verified=report)
+    assert len(seen) == 2  # verify_source above, the re-check after conversion
+
+
+def test_a_report_of_other_pins_is_not_taken_as_verified(
+    tmp_path: Path, tiny_dir: Path, copy_of: Copy
+) -> None:
+    """A report for another pin table proves nothing about these pins: taken as
+    verified, the entry would be keyed by the old table and hold the new bytes."""
+    from host.model.pins import verify_source
+
+    source = copy_of(tiny_dir)
+    old = verify_source(source, pins_of(source), QWEN3)
+    weights = source / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    pins = pins_of(source)
+    result = prepare_model(source, pins, "f32", cache_root=tmp_path, verified=old)
+    assert result.key == cache_key(table_digest(pins), "f32") != cache_key(old.table_digest, "f32")
