@@ -25,6 +25,13 @@ be rerun by anyone. Two modes:
     the tiny models lack: a tied config with ``lm_head``, mixed dtypes, a Llama-3
     post-processor, ``generation_config.json``).
 
+``store --work DIR --out FILE``
+    After ``run --cases --work DIR``: writes llama.cpp's GGUFs of the divergence cases
+    as a stored expectation (each case's source digests; per outtype, every tensor's
+    name, type, shape and SHA-256 in file order and every metadata key), which
+    ``tests/host/model/test_llamacpp_expected.py`` checks our converter against
+    without torch.
+
 Not a timed test; see docs/model-conversion.md for the commands and the results.
 """
 
@@ -183,6 +190,72 @@ def _divergence_cases() -> list[tuple[str, Callable[[Path], object]]]:
     return [(name, functools.partial(build, name)) for name in CASES]
 
 
+def expectation(gguf_path: Path, allowed: tuple[str, ...] = DESCRIPTIVE_KEYS) -> dict[str, Any]:
+    """What a GGUF holds, in a form small enough to store: every tensor in file order
+    (name, storage type, shape, SHA-256 of its bytes) and every metadata key but the
+    *allowed* descriptive ones (long arrays and strings by length and digest)."""
+    meta, tensors = read_gguf(gguf_path)
+    return {
+        "tensors": [
+            [name, t["type"], t["shape"], t["sha256"]]
+            for name, t in sorted(tensors.items(), key=lambda item: item[1]["order"])
+        ],
+        "metadata": {
+            key: [types, _describe(value)]
+            for key, (types, value) in sorted(meta.items())
+            if key not in allowed
+        },
+    }
+
+
+def source_digests(source: Path) -> dict[str, str]:
+    """Each file of a checkpoint by SHA-256: the input an expectation was taken from."""
+    return {p.name: _file_sha256(p) for p in sorted(source.iterdir()) if p.is_file()}
+
+
+def _readable(value: Any, depth: int = 0) -> str:
+    """Stable JSON (sorted keys) with every value that fits in 160 characters on one
+    line: one line per tensor, so a changed tensor is a one-line diff."""
+    flat = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(flat) <= 160 or not isinstance(value, dict | list):
+        return flat
+    pad = " " * (depth + 1)
+    if isinstance(value, dict):
+        items = [
+            f"{pad}{json.dumps(k)}: {_readable(v, depth + 1)}" for k, v in sorted(value.items())
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
+    return (
+        "[\n" + ",\n".join(pad + _readable(v, depth + 1) for v in value) + "\n" + " " * depth + "]"
+    )
+
+
+def _store_expectations(args: argparse.Namespace) -> int:
+    """Write llama.cpp's outputs for the divergence cases (``run --cases`` made them in
+    --work) as stored expectations, after checking each case's source there is the
+    checkpoint ``divergence_cases.build`` makes now (so they describe the same input)."""
+    import tempfile
+
+    from tests.host.model.divergence_cases import CASES, build
+
+    stored: dict[str, Any] = {}
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = source_digests(build(case, Path(tmp) / "source"))
+        if source_digests(args.work / case / "source") != fresh:
+            raise SystemExit(f"{case}: the source in --work is not what build() makes now")
+        stored[case] = {"source": fresh, "outtypes": {}}
+        for outtype in args.outtypes:
+            theirs = args.work / case / f"llamacpp-{outtype}.gguf"
+            stored[case]["outtypes"][outtype] = {
+                "gguf_sha256": _file_sha256(theirs),
+                **expectation(theirs),
+            }
+    text = _readable(stored)
+    args.out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
 def _run_both(args: argparse.Namespace) -> int:
     from host.model.convert import convert
 
@@ -231,9 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     for p in (cmp, run):
         p.add_argument("--allow-key", action="append", default=[], help="tolerated key")
+    store = sub.add_parser(
+        "store", help="store llama.cpp's GGUFs of the divergence cases as expectations"
+    )
+    store.add_argument("--work", type=Path, required=True, help="what run --cases wrote")
+    store.add_argument("--out", type=Path, required=True)
+    store.add_argument("--outtypes", nargs="+", default=["f32", "f16", "bf16", "q8_0"])
     args = parser.parse_args(argv)
     if args.mode == "run":
         return _run_both(args)
+    if args.mode == "store":
+        return _store_expectations(args)
     report = compare(args.ours, args.theirs)
     report["match"] = verdict(report, tuple(args.allow_key))
     print(json.dumps(report, sort_keys=True, ensure_ascii=False))
