@@ -21,6 +21,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import gguf
+
 from harness.profiles import Profile
 from harness.profiles.load import PROFILES_DIR
 from harness.profiles.lock import LockError, load_lock
@@ -38,7 +40,7 @@ from host.model.categories import (
 )
 from host.model.convert import CONVERTER_VERSION, GGUF_NAME, plan_conversion
 from host.model.diskspace import is_disk_full
-from host.model.ggufread import GGUFReader
+from host.model.ggufread import tensor_types
 from host.model.keys import content_key
 from host.model.pins import (
     ExpectedArchitecture,
@@ -110,8 +112,9 @@ def _pin_error(exc: PinError) -> ModelStageError:
 
 def _tensor_counts(path: Path) -> tuple[TensorCounts, str]:
     counts = {"f32": 0, "f16": 0, "bf16": 0, "q8_0": 0, "q4_1": 0, "other": 0}
-    for tensor in GGUFReader(path).tensors:
-        name = tensor.tensor_type.name.lower()
+    known = {t.value: t.name.lower() for t in gguf.GGMLQuantizationType}
+    for ggml_type in tensor_types(path):
+        name = known.get(ggml_type, "other")
         counts[name if name in counts else "other"] += 1
     weights = {k: v for k, v in counts.items() if k not in ("f32", "other")}
     file_type = max(weights, key=lambda k: weights[k]) if any(weights.values()) else "f32"
