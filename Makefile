@@ -18,9 +18,11 @@ lint: setup-guest
 	$(VENV)/mypy
 
 # The whole suite, integration tests included (CI runs this via .ci/run). The libvirt
-# conformance tests need a libvirtd: .ci/libvirtd-up starts one when none answers.
+# conformance tests need a libvirtd: .ci/libvirtd-up starts one when none answers. The
+# Slurm executor's tests need a cluster: .ci/slurm-up starts a single-node one.
 test: lint
 	@bash .ci/libvirtd-up
+	@bash .ci/slurm-up
 	$(VENV)/pytest
 
 # Fast unit tests only, for the edit loop.
