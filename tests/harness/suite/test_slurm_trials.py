@@ -10,9 +10,8 @@ linuxproc: the trial and its children), the trial answers with a valid `cancelle
 receipt naming the agent stage and SIGTERM, exits 143 within KillWait, and leaves no
 process, cgroup or directory behind.
 
-Mutation control: with `exec` dropped from the batch script (a /bin/sh parent between
-Slurm and the trial), the trial is still signalled by linuxproc's tree kill but the
-job's exit code is the shell's; see the report for the measured outcome.
+The batch script's `exec` is what makes the job's exit code the trial's own 143: its
+mutation control runs on the cheaper plain-process member in test_slurm_states.py.
 """
 
 from __future__ import annotations
