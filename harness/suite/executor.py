@@ -53,6 +53,10 @@ class MemberEnd:
     """The trial process's exit status when the engine reports one."""
     receipt_path: Path | None
     """The member's receipt ZIP when one was written."""
+    started: bool | None = None
+    """Whether the member's process ever ran; None when the engine cannot tell. A signal
+    can kill a started trial before it answers (no exit status), so a missing exit code
+    alone does not mean the member never started."""
 
 
 ProgressCallback = Callable[[str, str], None]

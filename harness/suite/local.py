@@ -63,7 +63,9 @@ class LocalExecutor:
                         await asyncio.wait_for(cancel.wait(), POLL_S)
             if reservation is None:  # cancelled while waiting
                 on_progress(job.member_id, "cancelled")
-                ends[job.member_id] = MemberEnd(job.member_id, "cancelled", None, None)
+                ends[job.member_id] = MemberEnd(
+                    job.member_id, "cancelled", None, None, started=False
+                )
                 continue
             started.append(
                 asyncio.ensure_future(self._member(job, reservation, cancel, on_progress))
@@ -93,7 +95,7 @@ class LocalExecutor:
                     )
                 except OSError:
                     on_progress(job.member_id, "failed_to_start")
-                    return MemberEnd(job.member_id, "failed_to_start", None, None)
+                    return MemberEnd(job.member_id, "failed_to_start", None, None, started=False)
                 reservation = self.ledger.add_holder(reservation, process.pid)
                 self.running += 1
                 self.max_running = max(self.max_running, self.running)
@@ -108,7 +110,7 @@ class LocalExecutor:
         state: MemberState = "cancelled" if stopped and code in EXIT_STOPPED else "finished"
         receipt = receipt_in(job.receipt_dir)
         on_progress(job.member_id, state)
-        return MemberEnd(job.member_id, state, code, receipt)
+        return MemberEnd(job.member_id, state, code, receipt, started=True)
 
     async def _follow(
         self, process: asyncio.subprocess.Process, job: MemberJob, cancel: asyncio.Event

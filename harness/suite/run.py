@@ -83,7 +83,8 @@ def member_jobs(suite: Suite, work: Path) -> list[MemberJob]:
 
 def _missing(end: MemberEnd) -> MissingReason:
     if end.state == "cancelled":
-        return "cancelled_before_start" if end.exit_code is None else "cancelled_without_receipt"
+        never_ran = end.started is False or (end.started is None and end.exit_code is None)
+        return "cancelled_before_start" if never_ran else "cancelled_without_receipt"
     if end.state == "lost":
         return "job_lost"
     if end.state == "failed_to_start":

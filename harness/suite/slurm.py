@@ -163,7 +163,7 @@ class SlurmExecutor:
         ends: list[MemberEnd] = []
         for member in members:
             if member.end is None:  # never submitted: the suite was cancelled first
-                member.end = MemberEnd(member.job.member_id, "cancelled", None, None)
+                member.end = MemberEnd(member.job.member_id, "cancelled", None, None, started=False)
             ends.append(member.end)
         return ends
 
@@ -261,7 +261,7 @@ class SlurmExecutor:
         state = member_state(end.state)
         if state is None:
             return  # squeue and scontrol disagree for a moment: the next poll settles it
-        self._ended(member, state, exit_code(end), end.state, on_progress)
+        self._ended(member, state, exit_code(end), end.state, on_progress, started=end.started)
 
     def _ended(
         self,
@@ -270,10 +270,12 @@ class SlurmExecutor:
         code: int | None,
         word: str,
         on_progress: ProgressCallback,
+        *,
+        started: bool | None = None,
     ) -> None:
         new = _receipts(member.job.receipt_dir) - member.before
         receipt = next(iter(new)) if len(new) == 1 else None
-        member.end = MemberEnd(member.job.member_id, state, code, receipt)
+        member.end = MemberEnd(member.job.member_id, state, code, receipt, started=started)
         if word != member.word:
             member.word = word
             on_progress(member.job.member_id, word)

@@ -44,6 +44,9 @@ def test_members_without_a_receipt_say_why(tmp_path: Path) -> None:
     cases = [
         (MemberEnd("0007", "cancelled", None, None), "cancelled_before_start"),
         (MemberEnd("0007", "cancelled", 143, None), "cancelled_without_receipt"),
+        # Signal-killed after it started (Slurm's `0:15`): no exit status, but it ran.
+        (MemberEnd("0007", "cancelled", None, None, started=True), "cancelled_without_receipt"),
+        (MemberEnd("0007", "cancelled", None, None, started=False), "cancelled_before_start"),
         (MemberEnd("0007", "lost", None, None), "job_lost"),
         (MemberEnd("0007", "failed_to_start", None, None), "failed_to_start"),
         (MemberEnd("0007", "finished", 1, None), "no_receipt"),
