@@ -1,7 +1,7 @@
 # The two commands README.md starts with: `make trial` and `make test`.
 # Both set the machine up first (idempotent) and need nothing installed beforehand
 # but make itself.
-.PHONY: setup setup-guest test lint unit trial schemas
+.PHONY: setup setup-guest test lint unit trial schemas mutation
 
 VENV := .venv/bin
 
@@ -36,3 +36,8 @@ schemas: setup
 PROFILE ?= smollm2
 trial: setup
 	@bash .ci/trial --profile $(PROFILE)
+
+# Mutation testing of the safety modules with cosmic-ray (docs/mutation.md). Slow (hours
+# for every scope): not part of `make test`. SCOPES="receipts/verdict guest/gate" runs some.
+mutation: setup
+	@bash .ci/mutation $(SCOPES)

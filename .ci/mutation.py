@@ -1,0 +1,479 @@
+"""Mutation testing of the safety modules with cosmic-ray (issue 15). Run by .ci/mutation.
+
+Why a scratch copy: cosmic-ray mutates source files on disk, and several tests read the
+file itself (the runtime gate is run from its source text in a subprocess), so an
+in-process tool cannot see what they test. Mutating a copy of the checkout keeps the
+developer's tree untouched even if the run is killed in the middle of a mutant;
+PYTHONPATH points every test process (and the processes the tests start) at the copy.
+
+Why a module-to-tests map: each mutant runs a fresh pytest; running only the unit tests
+that exercise the module keeps a module's run in minutes on a shared 2-core machine.
+Integration tests (real QEMU) are never run here: the score is what the unit suite kills.
+
+Output, per module, under the output directory: the cosmic-ray session (sqlite), a JSON
+summary and `survivors.txt` with the diff of each surviving mutant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cosmic_ray.work_db import WorkDB, use_db  # type: ignore[import-untyped]
+from cosmic_ray.work_item import WorkerOutcome, WorkResult  # type: ignore[import-untyped]
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+COSMIC_RAY = REPO / ".venv" / "bin" / "cosmic-ray"
+ANNOTATION = "skipped: inside an annotation that is never evaluated"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One unit of a run: the files mutated together and the unit tests that cover them."""
+
+    modules: tuple[str, ...]
+    tests: tuple[str, ...]
+
+
+# Ordered by priority: a partial run does the first ones. The tests listed first are the
+# ones that kill most mutants, because pytest stops at the first failure (-x).
+SCOPES: dict[str, Scope] = {
+    "receipts/verdict": Scope(
+        ("receipts/verdict.py",),
+        (
+            "tests/receipts/test_verdict.py",
+            "tests/receipts/test_cancelled_trials.py",
+            "tests/receipts/test_audit_tamper.py",
+        ),
+    ),
+    "receipts/manifest": Scope(
+        ("receipts/manifest.py",),
+        (
+            "tests/receipts/test_documented_limits.py",
+            "tests/receipts/test_audit_tamper.py",
+            "tests/receipts/test_bundle.py",
+            "tests/receipts/test_audit_fuzz.py",
+        ),
+    ),
+    "receipts/audit": Scope(
+        (
+            "receipts/audit/__init__.py",
+            "receipts/audit/consistency.py",
+            "receipts/audit/container.py",
+            "receipts/audit/context.py",
+            "receipts/audit/findings.py",
+            "receipts/audit/schemas.py",
+            "receipts/cleanupset.py",
+        ),
+        (
+            "tests/receipts/test_audit_tamper.py",
+            "tests/receipts/test_verdict.py",
+            "tests/receipts/test_cancelled_trials.py",
+            "tests/receipts/test_hoststate_versions.py",
+            "tests/receipts/test_memory_versions.py",
+            "tests/receipts/test_documented_limits.py",
+            "tests/receipts/test_audit_fuzz.py",
+        ),
+    ),
+    "guest/gate": Scope(
+        ("guest/gate/bootstrap.py", "guest/gate/ready.py"),
+        ("tests/guest/gate",),
+    ),
+    "harness/source": Scope(("harness/source.py",), ("tests/harness/test_source.py",)),
+    "receipts/core": Scope(
+        (
+            "receipts/bundle.py",
+            "receipts/canonical.py",
+            "receipts/strictjson.py",
+            "receipts/staging.py",
+            "receipts/pintable.py",
+            "receipts/treedigest.py",
+            "receipts/recordset.py",
+            "receipts/log.py",
+            "receipts/failure.py",
+        ),
+        ("tests/receipts",),
+    ),
+    "guest/tools": Scope(
+        ("guest/tools/jail.py", "guest/tools/confine.py"),
+        (
+            "tests/guest/tools/test_jail.py",
+            "tests/guest/tools/test_read.py",
+            "tests/guest/tools/test_sandbox.py",
+            "tests/guest/tools/test_run_tests.py",
+        ),
+    ),
+    "harness/dispatch": Scope(
+        ("harness/dispatch.py",),
+        ("tests/harness/test_dispatch.py", "tests/harness/test_dispatch_flow.py"),
+    ),
+    "host/vm/budgets": Scope(("host/vm/budgets.py",), ("tests/host/vm/test_budgets.py",)),
+    "host/model": Scope(
+        ("host/model/pins.py", "host/model/verify_gguf.py", "host/model/cache.py"),
+        (
+            "tests/host/model/test_pins.py",
+            "tests/host/model/test_verify_gguf.py",
+            "tests/host/model/test_cache.py",
+            "tests/host/model/test_cache_concurrency.py",
+            "tests/host/model/test_hfcache.py",
+        ),
+    ),
+    "guest/worker": Scope(
+        ("guest/worker/app.py", "guest/worker/memory.py", "guest/worker/guard.py"),
+        ("tests/guest/worker",),
+    ),
+    "host/cgroups": Scope(
+        tuple(
+            f"host/cgroups/{name}.py"
+            for name in sorted(path.stem for path in (REPO / "host" / "cgroups").glob("*.py"))
+            if name != "__init__"
+        ),
+        ("tests/host/cgroups",),
+    ),
+    "receipts/records": Scope(
+        tuple(
+            f"receipts/records/{path.name}"
+            for path in sorted((REPO / "receipts" / "records").glob("*.py"))
+        ),
+        ("tests/receipts",),
+    ),
+}
+
+# One mutant per kind of slip rather than every operator swapped for every other: a
+# flipped condition, a boundary moved by one, a boolean, a constant, a loop skipped, an
+# exception handler made dead. The full cross product (`a + b` into 11 operators) adds
+# mutants that die with the first of them and would multiply the run time.
+KEPT_OPERATORS = (
+    "core/ReplaceBinaryOperator_Add_Sub",
+    "core/ReplaceBinaryOperator_Sub_Add",
+    "core/ReplaceBinaryOperator_Mul_Div",
+    "core/ReplaceBinaryOperator_Div_Mul",
+    "core/ReplaceBinaryOperator_FloorDiv_Mul",
+    "core/ReplaceBinaryOperator_Mod_FloorDiv",
+    "core/ReplaceBinaryOperator_BitOr_BitAnd",
+    "core/ReplaceBinaryOperator_BitAnd_BitOr",
+    "core/ReplaceBinaryOperator_LShift_RShift",
+    "core/ReplaceBinaryOperator_RShift_LShift",
+    "core/ReplaceComparisonOperator_Eq_NotEq",
+    "core/ReplaceComparisonOperator_NotEq_Eq",
+    "core/ReplaceComparisonOperator_Lt_LtE",
+    "core/ReplaceComparisonOperator_Lt_GtE",
+    "core/ReplaceComparisonOperator_LtE_Lt",
+    "core/ReplaceComparisonOperator_LtE_Gt",
+    "core/ReplaceComparisonOperator_Gt_GtE",
+    "core/ReplaceComparisonOperator_Gt_LtE",
+    "core/ReplaceComparisonOperator_GtE_Gt",
+    "core/ReplaceComparisonOperator_GtE_Lt",
+    "core/ReplaceComparisonOperator_Is_IsNot",
+    "core/ReplaceComparisonOperator_IsNot_Is",
+    "core/ReplaceUnaryOperator_USub_UAdd",
+    "core/ReplaceUnaryOperator_Delete_Not",
+    "core/AddNot",
+    "core/ReplaceTrueWithFalse",
+    "core/ReplaceFalseWithTrue",
+    "core/ReplaceAndWithOr",
+    "core/ReplaceOrWithAnd",
+    "core/ReplaceBreakWithContinue",
+    "core/ReplaceContinueWithBreak",
+    "core/ExceptionReplacer",
+    "core/NumberReplacer",
+    "core/ZeroIterationForLoop",
+)
+
+
+def _operator_exclusions() -> list[str]:
+    listed = subprocess.run(
+        [str(COSMIC_RAY), "operators"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    unknown = set(KEPT_OPERATORS) - set(listed)
+    if unknown:
+        sys.exit(f"mutation: cosmic-ray has no operator {sorted(unknown)}; check the pin")
+    return [f"{name}$" for name in listed if name not in KEPT_OPERATORS]
+
+
+def _copy_tree(dest: Path) -> None:
+    """The working tree's tracked and untracked-not-ignored files (uncommitted edits
+    included), no bytecode: what the developer would test."""
+    names = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "-c", "-o", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for raw in names:
+        if not raw:
+            continue
+        name = raw.decode()
+        source = REPO / name
+        if not source.is_file():
+            continue  # deleted in the working tree
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+def _test_command(scope: Scope) -> str:
+    return " ".join(
+        [
+            str(VENV_PYTHON),
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "'not integration'",
+            *scope.tests,
+        ]
+    )
+
+
+def _config(scope: Scope, timeout: float, exclusions: list[str]) -> str:
+    def array(items: list[str] | tuple[str, ...]) -> str:
+        return "[" + ", ".join(json.dumps(item) for item in items) + "]"
+
+    return "\n".join(
+        [
+            "[cosmic-ray]",
+            f"module-path = {array(scope.modules)}",
+            f"timeout = {timeout:.0f}",
+            "excluded-modules = []",
+            f"test-command = {json.dumps(_test_command(scope))}",
+            "",
+            "[cosmic-ray.distributor]",
+            'name = "local"',
+            "",
+            "[cosmic-ray.filters.operators-filter]",
+            f"exclude-operators = {array(exclusions)}",
+            "",
+        ]
+    )
+
+
+def _annotation_spans(module: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where a function's parameter and return annotations are, in a module that has
+    `from __future__ import annotations`: there they are strings never evaluated, so a
+    mutant inside one (`X | None` into `X & None`) cannot change behaviour."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    future = any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "__future__"
+        and any(alias.name == "annotations" for alias in node.names)
+        for node in tree.body
+    )
+    if not future:
+        return []
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        arguments = node.args
+        annotated = [
+            *arguments.posonlyargs,
+            *arguments.args,
+            *arguments.kwonlyargs,
+            *([arguments.vararg] if arguments.vararg else []),
+            *([arguments.kwarg] if arguments.kwarg else []),
+        ]
+        annotations = [arg.annotation for arg in annotated if arg.annotation is not None]
+        if node.returns is not None:
+            annotations.append(node.returns)
+        for annotation in annotations:
+            assert annotation.end_lineno is not None and annotation.end_col_offset is not None
+            spans.append(
+                (
+                    (annotation.lineno, annotation.col_offset),
+                    (annotation.end_lineno, annotation.end_col_offset),
+                )
+            )
+    return spans
+
+
+def _skip_annotations(db: Path, tree: Path) -> None:
+    """Mark the mutants inside unevaluated annotations skipped, with the reason."""
+    spans = {}
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        for item in list(work_db.pending_work_items):
+            mutation = item.mutations[0]
+            path = mutation.module_path
+            if path not in spans:
+                spans[path] = _annotation_spans(tree / path)
+            start = tuple(mutation.start_pos)
+            if any(low <= start < high for low, high in spans[path]):
+                work_db.set_result(
+                    item.job_id,
+                    WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED),
+                )
+
+
+def _summarise(db: Path, source_root: Path) -> tuple[dict[str, object], list[str]]:
+    """Counts per outcome from the session, and each survivor's diff. A survivor inside an
+    unevaluated annotation (a session made before that filter) counts as skipped."""
+    dumped = subprocess.run(
+        [str(COSMIC_RAY), "dump", str(db)], capture_output=True, text=True, check=True
+    ).stdout
+    counts = dict.fromkeys(
+        ("killed", "survived", "incompetent", "pending", "skipped_operator", "skipped_annotation"),
+        0,
+    )
+    spans: dict[str, list[tuple[tuple[int, int], tuple[int, int]]]] = {}
+    survivors: list[str] = []
+    for line in dumped.splitlines():
+        item, result = json.loads(line)
+        mutation = item["mutations"][0]
+        path = mutation["module_path"]
+        if path not in spans:
+            spans[path] = _annotation_spans(source_root / path)
+        start = tuple(mutation["start_pos"])
+        if result is None:
+            counts["pending"] += 1
+        elif result["worker_outcome"] == "skipped":
+            annotation = result["output"] == ANNOTATION
+            counts["skipped_annotation" if annotation else "skipped_operator"] += 1
+        elif result["test_outcome"] in ("killed", "survived"):
+            if any(low <= start < high for low, high in spans[path]):
+                counts["skipped_annotation"] += 1
+                continue
+            counts[result["test_outcome"]] += 1
+            if result["test_outcome"] == "survived":
+                survivors.append(
+                    f"## {path}:{start[0]} {mutation['operator_name']}"
+                    f" #{mutation['occurrence']} ({mutation['definition_name']})\n{result['diff']}"
+                )
+        else:
+            counts["incompetent"] += 1
+    total = counts["killed"] + counts["survived"]
+    summary: dict[str, object] = dict(counts)
+    summary["score_percent"] = round(100 * counts["killed"] / total, 1) if total else None
+    return summary, survivors
+
+
+def write_summary(
+    workdir: Path, scope: Scope, source_root: Path, extra: dict[str, object]
+) -> dict[str, object]:
+    """summary.json and survivors.txt of one scope's session."""
+    summary, survivors = _summarise(workdir / "session.sqlite", source_root)
+    summary.update(module_paths=list(scope.modules), tests=list(scope.tests), **extra)
+    (workdir / "survivors.txt").write_text("\n".join(survivors))
+    (workdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def run_scope(
+    name: str, scope: Scope, tree: Path, out: Path, exclusions: list[str]
+) -> dict[str, object]:
+    workdir = out / name.replace("/", "-")
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+
+    started = time.monotonic()
+    baseline = subprocess.run(
+        ["sh", "-c", _test_command(scope)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    baseline_s = time.monotonic() - started
+    if baseline.returncode != 0:
+        sys.exit(
+            f"mutation: {name}: the unmutated tests fail; fix them first\n{baseline.stdout[-3000:]}"
+        )
+    # Killed includes a timeout: a mutant that loops forever is caught, but the limit must
+    # be far enough above a normal run that a loaded machine does not kill survivors.
+    timeout = max(60.0, 4 * baseline_s)
+
+    config = workdir / "config.toml"
+    config.write_text(_config(scope, timeout, exclusions))
+    db = workdir / "session.sqlite"
+    db.unlink(missing_ok=True)
+    subprocess.run([str(COSMIC_RAY), "init", str(config), str(db)], cwd=tree, env=env, check=True)
+    subprocess.run(
+        [str(REPO / ".venv" / "bin" / "cr-filter-operators"), str(db), str(config)],
+        cwd=tree,
+        env=env,
+        check=True,
+    )
+    _skip_annotations(db, tree)
+    subprocess.run([str(COSMIC_RAY), "exec", str(config), str(db)], cwd=tree, env=env, check=True)
+    summary = write_summary(
+        workdir,
+        scope,
+        tree,
+        {
+            "baseline_seconds": round(baseline_s, 1),
+            "run_seconds": round(time.monotonic() - started, 1),
+        },
+    )
+    # The copy must be back to the source after every scope: cosmic-ray restores each
+    # file after its mutant, and this checks it did.
+    for module in scope.modules:
+        if (tree / module).read_bytes() != (REPO / module).read_bytes():
+            sys.exit(f"mutation: {module} was left mutated in the scratch copy")
+    return summary
+
+
+def _print(name: str, summary: dict[str, object]) -> None:
+    print(
+        f"mutation: {name}: {summary['killed']} killed, {summary['survived']} survived,"
+        f" {summary['incompetent']} incompetent, {summary['pending']} not run,"
+        f" score {summary['score_percent']}% ({summary.get('run_seconds', '-')} s)",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "scopes",
+        nargs="*",
+        help=f"scopes (default: all, in this order): {', '.join(SCOPES)}",
+    )
+    parser.add_argument("--out", type=Path, default=REPO / ".mutation")
+    parser.add_argument("--list", action="store_true", help="print the scopes and their tests")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="rewrite the summaries of the sessions already under --out (no run)",
+    )
+    args = parser.parse_args()
+
+    if args.list:
+        for name, scope in SCOPES.items():
+            print(f"{name}: {' '.join(scope.modules)}\n    tests: {' '.join(scope.tests)}")
+        return
+    chosen = args.scopes or list(SCOPES)
+    unknown = [name for name in chosen if name not in SCOPES]
+    if unknown:
+        sys.exit(f"mutation: unknown scope {unknown}; --list shows them")
+
+    out: Path = args.out.resolve()
+    if args.report:
+        for name in chosen:
+            workdir = out / name.replace("/", "-")
+            if (workdir / "session.sqlite").exists():
+                _print(name, write_summary(workdir, SCOPES[name], REPO, {}))
+        return
+    tree = out / "tree"
+    if tree.exists():
+        shutil.rmtree(tree)
+    tree.mkdir(parents=True)
+    _copy_tree(tree)
+    exclusions = _operator_exclusions()
+    for name in chosen:
+        _print(name, run_scope(name, SCOPES[name], tree, out, exclusions))
+    shutil.rmtree(tree)
+
+
+if __name__ == "__main__":
+    main()
