@@ -111,6 +111,22 @@ def test_a_verification_guest_killed_over_its_budget_is_failed_oom() -> None:
     assert derive_verdict(records) == "failed_oom"
 
 
+def test_an_oom_killed_verifier_guest_does_not_rename_an_earlier_failure() -> None:
+    """The verifier guest's OOM names the verdict only when verification is the stage that
+    failed: an agent that failed first stays `failed_agent`, whatever the verifier guest's
+    record says. Mutation control (cosmic-ray, _verifier_oom): `and guest is not None`
+    turned into `or guest is not None` made this failed_oom."""
+    records = _base()
+    assert records.verifier_vm is not None and records.agent is not None
+    records = dataclasses.replace(
+        records,
+        agent=replace(records.agent, category="worker_error"),
+        verifier_vm=replace(records.verifier_vm, category="oom_killed", oom_kills=1),
+    )
+    assert first_failed_stage(records) == "agent"
+    assert derive_verdict(records) == "failed_agent"
+
+
 @pytest.mark.parametrize(
     ("status", "verdict"), [("failed", "failed_teardown"), ("not_acquired", "evidence_incomplete")]
 )
