@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -368,8 +370,28 @@ def write_summary(
     return summary
 
 
+def _digests(tree: Path, scope: Scope) -> dict[str, str]:
+    return {
+        module: hashlib.sha256((tree / module).read_bytes()).hexdigest() for module in scope.modules
+    }
+
+
+def _reopen_survivors(db: Path, sources: Path, tree: Path, scope: Scope) -> None:
+    """Make the earlier session's survivors pending again, if the modules are the same."""
+    if json.loads(sources.read_text()) != _digests(tree, scope):
+        sys.exit(f"mutation: {scope.modules} changed since {sources.parent}; run it in full")
+    with sqlite3.connect(db) as connection:
+        connection.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+
+
 def run_scope(
-    name: str, scope: Scope, tree: Path, out: Path, exclusions: list[str]
+    name: str,
+    scope: Scope,
+    tree: Path,
+    out: Path,
+    exclusions: list[str],
+    *,
+    recheck: Path | None,
 ) -> dict[str, object]:
     workdir = out / name.replace("/", "-")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -397,14 +419,25 @@ def run_scope(
     config.write_text(_config(scope, timeout, exclusions))
     db = workdir / "session.sqlite"
     db.unlink(missing_ok=True)
-    subprocess.run([str(COSMIC_RAY), "init", str(config), str(db)], cwd=tree, env=env, check=True)
-    subprocess.run(
-        [str(REPO / ".venv" / "bin" / "cr-filter-operators"), str(db), str(config)],
-        cwd=tree,
-        env=env,
-        check=True,
-    )
-    _skip_annotations(db, tree)
+    if recheck is not None:
+        # Only the survivors of an earlier session run again: tests were added since,
+        # none removed, and the mutated modules are unchanged (checked), so a mutant the
+        # earlier suite killed is still killed.
+        earlier = recheck / workdir.name
+        shutil.copy2(earlier / "session.sqlite", db)
+        _reopen_survivors(db, earlier / "sources.json", tree, scope)
+    else:
+        subprocess.run(
+            [str(COSMIC_RAY), "init", str(config), str(db)], cwd=tree, env=env, check=True
+        )
+        subprocess.run(
+            [str(REPO / ".venv" / "bin" / "cr-filter-operators"), str(db), str(config)],
+            cwd=tree,
+            env=env,
+            check=True,
+        )
+        _skip_annotations(db, tree)
+    (workdir / "sources.json").write_text(json.dumps(_digests(tree, scope), indent=2) + "\n")
     subprocess.run([str(COSMIC_RAY), "exec", str(config), str(db)], cwd=tree, env=env, check=True)
     summary = write_summary(
         workdir,
@@ -446,6 +479,12 @@ def main() -> None:
         action="store_true",
         help="rewrite the summaries of the sessions already under --out (no run)",
     )
+    parser.add_argument(
+        "--recheck",
+        type=Path,
+        metavar="EARLIER_OUT",
+        help="run only the survivors of the sessions under EARLIER_OUT (after adding tests)",
+    )
     args = parser.parse_args()
 
     if args.list:
@@ -471,7 +510,7 @@ def main() -> None:
     _copy_tree(tree)
     exclusions = _operator_exclusions()
     for name in chosen:
-        _print(name, run_scope(name, SCOPES[name], tree, out, exclusions))
+        _print(name, run_scope(name, SCOPES[name], tree, out, exclusions, recheck=args.recheck))
     shutil.rmtree(tree)
 
 
