@@ -7,6 +7,7 @@ show that the attack then gets through.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import py_compile
@@ -430,3 +431,61 @@ def test_gate_imports_only_the_standard_library() -> None:
         if isinstance(node, ast.ImportFrom) and node.module
     }
     assert modules <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+def _run_raw(runtime: Runtime, *args: str) -> subprocess.CompletedProcess[str]:
+    """The gate run as it ships on a read-only root, with the arguments given: for the
+    exit status and the whole gate line, which run_gate does not return."""
+    command = [sys.executable, "-I", "-B", "-S", "-c", SOURCE, *args]
+    return subprocess.run(
+        read_only(runtime.root, command),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=runtime.root.parent,
+        check=False,
+    )
+
+
+def test_exit_status_says_whether_the_module_ran(tmp_path: Path) -> None:
+    """0 after an `ok` gate ran the module, 3 on a refusal, and the refusal's line counts
+    the files verified before it (none before the pin table is read). Mutation controls
+    (cosmic-ray): main's `return 0` as `return 1`, and `verified = 0` as `verified = 1`,
+    each fail this test."""
+    runtime = make_runtime(tmp_path)
+    args = (str(runtime.root), str(runtime.table))
+    ok = _run_raw(runtime, *args, runtime.digest, "app")
+    assert ok.returncode == 0, ok.stderr
+    refused = _run_raw(runtime, *args, "0" * 64, "app")
+    assert refused.returncode == 3
+    line = json.loads(refused.stdout.removeprefix("HARNESS-GATE "))
+    assert line == {
+        "category": "pin_table_mismatch",
+        "files_verified": 0,
+        "pin_table_sha256": "0" * 64,
+    }
+
+
+def test_too_few_arguments_is_a_usage_error_not_a_crash(tmp_path: Path) -> None:
+    """No module named: usage on stderr, exit 2, nothing printed as a gate line. Mutation
+    control (cosmic-ray): `len(argv) < 4` as `< 3` crashes on the unpacking instead."""
+    runtime = make_runtime(tmp_path)
+    result = _run_raw(runtime, str(runtime.root), str(runtime.table), runtime.digest)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("usage: bootstrap ROOT")
+
+
+def test_hashing_never_follows_a_symlink(tmp_path: Path) -> None:
+    """The hash opens with O_NOFOLLOW: a name that became a symlink after the walk's
+    lstat is refused by the open (ELOOP, reported `unread`), never hashed as its target.
+    Mutation control (cosmic-ray): `O_RDONLY | O_NOFOLLOW` as `O_RDONLY & O_NOFOLLOW`
+    (which drops O_NOFOLLOW) opens the target instead."""
+    target = tmp_path / "target.py"
+    target.write_text("VALUE = 1\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    with pytest.raises(OSError) as raised:
+        bootstrap._sha256_nofollow(str(link))
+    assert raised.value.errno == errno.ELOOP
