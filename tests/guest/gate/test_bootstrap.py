@@ -457,6 +457,10 @@ def test_exit_status_says_whether_the_module_ran(tmp_path: Path) -> None:
     args = (str(runtime.root), str(runtime.table))
     ok = _run_raw(runtime, *args, runtime.digest, "app")
     assert ok.returncode == 0, ok.stderr
+    line = json.loads(ok.stdout.partition("\n")[0].removeprefix("HARNESS-GATE "))
+    pinned = len(json.loads(runtime.table.read_bytes())["files"])
+    assert pinned == 4
+    assert line == {"category": "ok", "files_verified": 4, "pin_table_sha256": runtime.digest}
     refused = _run_raw(runtime, *args, "0" * 64, "app")
     assert refused.returncode == 3
     line = json.loads(refused.stdout.removeprefix("HARNESS-GATE "))
@@ -465,6 +469,44 @@ def test_exit_status_says_whether_the_module_ran(tmp_path: Path) -> None:
         "files_verified": 0,
         "pin_table_sha256": "0" * 64,
     }
+
+
+def test_an_unreadable_pin_table_is_unread_with_a_gate_line(tmp_path: Path) -> None:
+    """An OSError while verifying is the closed answer `unread` (exit 3), not a traceback
+    with no gate line. Mutation controls (cosmic-ray): the `except OSError` handler made
+    dead, and its `return 3` as `return 2`, fail this test."""
+    runtime = make_runtime(tmp_path)
+    result = _run_raw(
+        runtime, str(runtime.root), str(tmp_path / "absent.json"), runtime.digest, "app"
+    )
+    assert result.returncode == 3
+    line = json.loads(result.stdout.removeprefix("HARNESS-GATE "))
+    assert line["category"] == "unread"
+    assert line["files_verified"] == 0
+
+
+def test_a_writable_root_is_named_before_anything_else_is_looked_at(tmp_path: Path) -> None:
+    """The root's mount is checked first: a writable root holding an unlisted file is
+    `root_writable`, before the walk finds the file. Mutation control (cosmic-ray):
+    `f_flag & ST_RDONLY` as `f_flag | ST_RDONLY` in check_read_only (the root check never
+    fires) makes this `unlisted_file`."""
+    runtime = make_runtime(tmp_path)
+    (runtime.root / "unpinned.txt").write_text("walked before any pinned file\n")
+    assert run_gate(runtime, writable=True)[0] == "root_writable"
+
+
+def test_bytecode_writing_turned_back_on_in_the_process_is_refused(tmp_path: Path) -> None:
+    """Both must be off: the -B start flag and sys.dont_write_bytecode, which code run
+    before the gate can set back. Here the gate's source is executed after doing so.
+    Mutation control (cosmic-ray): the `or` of the two as `and` lets this run."""
+    runtime = make_runtime(tmp_path)
+    gate = tmp_path / "gate.py"
+    gate.write_text(SOURCE)
+    prelude = (
+        "import sys; sys.dont_write_bytecode = False; "
+        f"exec(compile(open({str(gate)!r}).read(), 'gate', 'exec'), {{'__name__': '__main__'}})"
+    )
+    assert run_gate(runtime, source=prelude)[0] == "bytecode_writing_on"
 
 
 def test_too_few_arguments_is_a_usage_error_not_a_crash(tmp_path: Path) -> None:
