@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.source import bind_source, git_state, installed_digest
+from harness import source
+from harness.source import (
+    MAX_SUBMODULE_DEPTH,
+    _submodule_matches,
+    bind_source,
+    git_state,
+    installed_digest,
+)
 
 GIT_ENV = {
     "PATH": "/usr/bin:/bin",
@@ -322,3 +329,47 @@ def test_a_pycache_prefix_outside_the_tree_is_refused(
     monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "elsewhere"))
     refused = bind_source(repo, refuse_dirty=True)
     assert (refused.category, refused.tree_state) == ("bytecode_refused", "dirty")
+
+
+def test_submodules_nested_past_the_bound_are_dirt(repo: Path, tmp_path: Path) -> None:
+    """A clean submodule matches at the deepest level checked, and not one level below:
+    nesting past MAX_SUBMODULE_DEPTH is never taken as clean unchecked. Mutation control
+    (cosmic-ray): the bound's `return False` as `return True` fails this test."""
+    sub = _with_submodule(repo, tmp_path)
+    commit = git(sub, "rev-parse", "HEAD").strip()
+    assert _submodule_matches(sub, commit, MAX_SUBMODULE_DEPTH - 1)
+    assert not _submodule_matches(sub, commit, MAX_SUBMODULE_DEPTH)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # edited, refuse_dirty -> category, tree_state
+        (False, True, "ok", "clean"),
+        (True, True, "dirty_refused", "dirty"),
+        (True, False, "ok", "dirty"),
+    ],
+)
+def test_an_installed_harness_is_bound_by_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: tuple[bool, bool, str, str]
+) -> None:
+    """No checkout: the installed distribution's RECORD decides, and an edited file is
+    refused only for a dispatched trial. The distribution is a real dist-info on disk,
+    found under the name bind_source asks for. Mutation controls (cosmic-ray): `not intact
+    and refuse_dirty` as `not not intact and ...` or as `not intact or refuse_dirty` fail
+    this test."""
+    edited, refuse_dirty, category, tree_state = case
+    dist, module = _dist(tmp_path)
+    if edited:
+        module.write_bytes(b"A = 2\n")
+    asked: list[str] = []
+
+    def found(name: str) -> PathDistribution:
+        asked.append(name)
+        return dist
+
+    monkeypatch.setattr(source, "distribution", found)
+    record = bind_source(None, refuse_dirty=refuse_dirty)
+    assert asked == ["harness"]
+    assert (record.kind, record.category, record.tree_state) == ("installed", category, tree_state)
+    assert record.installed_record_sha256 == installed_digest(dist)[0]
