@@ -318,12 +318,20 @@ def interpreter_dirt() -> tuple[Dirt, ...]:
     return ("bytecode",) if sys.pycache_prefix is not None else ()
 
 
+MALFORMED_HASH = "malformed"
+"""What _record_hash gives for a sha256 value that is not base64: never a file's digest,
+so the file counts as edited (a RECORD line that cannot be read vouches for nothing)."""
+
+
 def _record_hash(value: str) -> str | None:
     """RECORD's `sha256=<urlsafe base64>` as hex, or None for other or absent algorithms."""
     algorithm, _, encoded = value.partition("=")
     if algorithm != "sha256" or not encoded:
         return None
-    return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).hex()
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).hex()
+    except ValueError:  # binascii.Error: e.g. 41 characters, or not base64 at all
+        return MALFORMED_HASH
 
 
 def installed_digest(dist: Distribution) -> tuple[str, bool]:

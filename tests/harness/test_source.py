@@ -373,3 +373,18 @@ def test_an_installed_harness_is_bound_by_its_record(
     assert asked == ["harness"]
     assert (record.kind, record.category, record.tree_state) == ("installed", category, tree_state)
     assert record.installed_record_sha256 == installed_digest(dist)[0]
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_record_hash_that_is_not_base64_is_an_edit_not_a_crash(tmp_path: Path, cut: int) -> None:
+    """A RECORD line whose sha256 is cut (41 of 43 characters is not valid base64 at any
+    padding) made installed_digest raise binascii.Error, so `harness trial` from an
+    installed package crashed instead of recording the tree; found by cosmic-ray's
+    `% 4` -> `% 3` mutant of the padding. Now the file counts as edited (fail closed)."""
+    dist, _module = _dist(tmp_path)
+    record = Path(str(dist.locate_file("pkg-1.0.dist-info/RECORD")))
+    line, rest = record.read_text().split("\n", 1)
+    path, value, size = line.split(",")
+    record.write_text(f"{path},{value[:-cut]},{size}\n{rest}")
+    _digest, intact = installed_digest(dist)
+    assert not intact
