@@ -388,3 +388,39 @@ def test_a_record_hash_that_is_not_base64_is_an_edit_not_a_crash(tmp_path: Path,
     record.write_text(f"{path},{value[:-cut]},{size}\n{rest}")
     _digest, intact = installed_digest(dist)
     assert not intact
+
+
+def test_a_nested_submodule_counts_one_level_per_nesting(repo: Path, tmp_path: Path) -> None:
+    """A clean submodule holding a clean submodule matches when the outer one sits two
+    levels above the bound: each nesting costs one level. Mutation control (cosmic-ray):
+    `depth + 1` as `depth + 2` in _submodule_matches refuses it."""
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "deep.py").write_text("B = 1\n")
+    git(inner, "init", "-q")
+    git(inner, "add", "-A")
+    git(inner, "commit", "-qm", "inner")
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "lib.py").write_text("A = 1\n")
+    git(outer, "init", "-q")
+    git(outer, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "in")
+    git(outer, "add", "-A")
+    git(outer, "commit", "-qm", "outer")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(outer), "out")
+    git(
+        repo,
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "update",
+        "-q",
+        "--init",
+        "--recursive",
+    )
+    git(repo, "commit", "-qm", "nested")
+    sub = repo / "out"
+    assert (sub / "in" / "deep.py").is_file()
+    commit = git(sub, "rev-parse", "HEAD").strip()
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+    assert _submodule_matches(sub, commit, MAX_SUBMODULE_DEPTH - 2)
