@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import os
 import py_compile
 import subprocess
 import sys
-from importlib.metadata import PathDistribution
+from importlib.metadata import PackageNotFoundError, PathDistribution
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ import pytest
 from harness import source
 from harness.source import (
     MAX_SUBMODULE_DEPTH,
+    SourceUnread,
+    _blob_id,
     _submodule_matches,
     bind_source,
     git_state,
@@ -424,3 +427,129 @@ def test_a_nested_submodule_counts_one_level_per_nesting(repo: Path, tmp_path: P
     commit = git(sub, "rev-parse", "HEAD").strip()
     assert bind_source(repo, refuse_dirty=True).category == "ok"
     assert _submodule_matches(sub, commit, MAX_SUBMODULE_DEPTH - 2)
+
+
+def test_nesting_past_the_bound_refuses_the_whole_checkout(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the bound at 1, the submodule inside the submodule is past it: the checkout
+    is refused. Mutation control (cosmic-ray): `depth + 1` as `depth + 0` or `depth - 1`
+    never reaches the bound and calls it clean."""
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "deep.py").write_text("B = 1\n")
+    git(inner, "init", "-q")
+    git(inner, "add", "-A")
+    git(inner, "commit", "-qm", "inner")
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    git(outer, "init", "-q")
+    git(outer, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "in")
+    git(outer, "commit", "-qm", "outer")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(outer), "out")
+    git(
+        repo,
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "update",
+        "-q",
+        "--init",
+        "--recursive",
+    )
+    git(repo, "commit", "-qm", "nested")
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+    monkeypatch.setattr(source, "MAX_SUBMODULE_DEPTH", 1)
+    assert bind_source(repo, refuse_dirty=True).category == "submodule_refused"
+
+
+def test_a_clean_executable_file_is_clean(repo: Path) -> None:
+    """Mode 100755 in HEAD with the bit set on disk matches; the bit cleared is dirt.
+    Mutation control (cosmic-ray): `"100755": True` as False in _BLOB_MODES fails this."""
+    script = repo / "harness" / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "script")
+    assert bind_source(repo, refuse_dirty=True).category == "ok"
+    script.chmod(0o644)
+    assert bind_source(repo, refuse_dirty=True).category == "dirty_refused"
+
+
+def test_an_untracked_symlink_to_a_directory_is_dirt_not_walked(repo: Path, tmp_path: Path) -> None:
+    """A link to an empty directory elsewhere holds no file to find: it is dirt itself.
+    Mutation control (cosmic-ray): `is_dir(follow_symlinks=False)` as True walks into the
+    empty target and calls the checkout clean."""
+    elsewhere = tmp_path / "empty"
+    elsewhere.mkdir()
+    (repo / "harness" / "linked").symlink_to(elsewhere)
+    assert git_state(repo).dirty_paths == ("harness/linked",)
+
+
+def test_a_blob_is_never_read_through_a_symlink(tmp_path: Path) -> None:
+    """_blob_id opens with O_NOFOLLOW: a regular file swapped for a link after the lstat is
+    not hashed as the link's target. Mutation control (cosmic-ray): `O_NOFOLLOW |
+    O_NONBLOCK` as `O_NOFOLLOW & O_NONBLOCK` (both flags dropped) reads the target."""
+    target = tmp_path / "target"
+    target.write_text("x\n")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(OSError) as raised:
+        _blob_id("sha1", os.fsencode(link), False)
+    assert raised.value.errno == errno.ELOOP
+
+
+def test_a_directory_that_cannot_be_listed_is_dirt(repo: Path) -> None:
+    """Untracked directories nested past PATH_MAX: the walk cannot list the deepest (the
+    OS refuses the name), and that is dirt, not a crash and not a skip. Mutation control
+    (cosmic-ray): _walk's `except OSError` made dead lets the error out of bind_source."""
+    start = os.getcwd()
+    os.chdir(repo / "harness")
+    try:
+        for _ in range(18):  # 18 * 251 bytes > 4,096
+            os.mkdir("d" * 250)
+            os.chdir("d" * 250)
+    finally:
+        os.chdir(start)
+    refused = bind_source(repo, refuse_dirty=True)
+    assert (refused.category, refused.tree_state) == ("dirty_refused", "dirty")
+
+
+def test_a_checkout_without_a_git_dir_is_unread(tmp_path: Path) -> None:
+    """Mutation control (cosmic-ray): resolve_git_dir's `except OSError` made dead lets
+    FileNotFoundError out instead of SourceUnread."""
+    with pytest.raises(SourceUnread):
+        git_state(tmp_path)
+
+
+def test_a_file_record_lists_but_that_is_gone_is_an_edit(tmp_path: Path) -> None:
+    """Mutation control (cosmic-ray): installed_digest's `except OSError` made dead lets
+    FileNotFoundError out instead of counting the file as not intact."""
+    dist, module = _dist(tmp_path)
+    module.unlink()
+    assert installed_digest(dist)[1] is False
+
+
+def test_no_installed_harness_is_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutation control (cosmic-ray): bind_source's `except PackageNotFoundError` made
+    dead lets the error out instead of an `unread` record."""
+
+    def absent(name: str) -> PathDistribution:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(source, "distribution", absent)
+    record = bind_source(None, refuse_dirty=True)
+    assert (record.kind, record.category, record.tree_state) == ("installed", "unread", "unread")
+
+
+def test_only_sha256_record_hashes_are_compared(tmp_path: Path) -> None:
+    """RECORD may name other algorithms; those files are listed, not compared (as the
+    docstring says), and an empty sha256 is no hash. Mutation control (cosmic-ray):
+    `algorithm != "sha256" or not encoded` as `and` compares them and fails this."""
+    dist, _module = _dist(tmp_path)
+    record = Path(str(dist.locate_file("pkg-1.0.dist-info/RECORD")))
+    line, rest = record.read_text().split("\n", 1)
+    path, _value, size = line.split(",")
+    for value in ("sha512=AAAA", "sha256="):
+        record.write_text(f"{path},{value},{size}\n{rest}")
+        assert installed_digest(dist)[1] is True, value
