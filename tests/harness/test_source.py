@@ -553,3 +553,33 @@ def test_only_sha256_record_hashes_are_compared(tmp_path: Path) -> None:
     for value in ("sha512=AAAA", "sha256="):
         record.write_text(f"{path},{value},{size}\n{rest}")
         assert installed_digest(dist)[1] is True, value
+
+
+def test_a_tracked_file_turned_into_a_link_to_the_same_bytes_is_dirt(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Only the file's type changed (a symlink to an outside copy of the same bytes), and
+    nothing else is untracked. Mutation control (cosmic-ray): _matches' `return False`
+    for a non-regular entry as `return True` calls this clean."""
+    module = repo / "harness" / "__init__.py"
+    outside = tmp_path / "copy.py"
+    outside.write_bytes(module.read_bytes())
+    module.unlink()
+    module.symlink_to(outside)
+    assert git_state(repo).dirty_paths == ("harness/__init__.py",)
+
+
+def test_the_walk_goes_on_after_bytecode(repo: Path) -> None:
+    """Every kind of dirt is listed, not just the first met. Mutation control (cosmic-ray):
+    the `continue` after a bytecode entry as `break` drops the untracked file after it."""
+    (repo / "harness" / "__pycache__").mkdir()
+    (repo / "harness" / "zz_new.py").write_text("")
+    state = git_state(repo)
+    assert state.dirty_paths == ("harness/__pycache__", "harness/zz_new.py")
+    assert state.dirt == ("bytecode", "files")
+
+
+def test_the_binding_takes_milliseconds_not_the_clock(repo: Path) -> None:
+    """duration_ms is the time bind_source took. Mutation control (cosmic-ray): `monotonic()
+    - started` as `+ started` records the clock's reading instead."""
+    assert bind_source(repo, refuse_dirty=True).duration_ms < 60_000
