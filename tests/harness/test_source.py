@@ -9,6 +9,7 @@ import os
 import py_compile
 import subprocess
 import sys
+import threading
 from importlib.metadata import PackageNotFoundError, PathDistribution
 from pathlib import Path
 
@@ -582,4 +583,54 @@ def test_the_walk_goes_on_after_bytecode(repo: Path) -> None:
 def test_the_binding_takes_milliseconds_not_the_clock(repo: Path) -> None:
     """duration_ms is the time bind_source took. Mutation control (cosmic-ray): `monotonic()
     - started` as `+ started` records the clock's reading instead."""
-    assert bind_source(repo, refuse_dirty=True).duration_ms < 60_000
+    assert 0 < bind_source(repo, refuse_dirty=True).duration_ms < 60_000  # git runs: >= 1 ms
+
+
+def test_a_tracked_symlink_is_compared_by_its_target(repo: Path) -> None:
+    """A symlink in HEAD matches when its target is the committed one; retargeted, or
+    replaced by a regular file holding the target's text, it is dirt. Mutation controls
+    (cosmic-ray, _matches and _blob_id's link branch): `== oid` as `!=`, `and` as `or`,
+    `_blob_id(..., True)` as False, and the header's `%` as `//` each fail this test."""
+    link = repo / "harness" / "alias.py"
+    link.symlink_to("__init__.py")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    assert git_state(repo).dirty_paths == ()
+    link.unlink()
+    link.symlink_to("other.py")
+    assert git_state(repo).dirty_paths == ("harness/alias.py",)
+    link.unlink()
+    link.write_text("__init__.py")
+    assert git_state(repo).dirty_paths == ("harness/alias.py",)
+
+
+def test_a_fifo_in_place_of_a_file_is_not_waited_on(tmp_path: Path) -> None:
+    """_blob_id opens with O_NONBLOCK: a FIFO swapped in after the lstat gives None at
+    once instead of blocking the binding until a writer comes. Mutation control
+    (cosmic-ray): `O_NONBLOCK | O_CLOEXEC` as `O_NONBLOCK & O_CLOEXEC` (both dropped)
+    blocks in open, and this test fails after 5 s."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    results: list[str | None] = []
+    reader = threading.Thread(
+        target=lambda: results.append(_blob_id("sha1", os.fsencode(fifo), False)), daemon=True
+    )
+    reader.start()
+    reader.join(5)
+    blocked = reader.is_alive()
+    if blocked:  # unblock the mutant's open before failing
+        with open(fifo, "wb"):
+            pass
+        reader.join(5)
+    assert not blocked
+    assert results == [None]
+
+
+def test_an_uninitialised_submodule_is_dirt(repo: Path, tmp_path: Path) -> None:
+    """A clone without its submodules: the gitlink's directory is empty, so the code
+    HEAD names is not there. Mutation control (cosmic-ray): _submodule_matches'
+    `except SourceUnread: return False` as `return True` calls it clean."""
+    _with_submodule(repo, tmp_path)
+    git(repo, "submodule", "deinit", "-q", "-f", "sub")
+    assert not any((repo / "sub").iterdir())
+    assert bind_source(repo, refuse_dirty=True).category == "submodule_refused"
