@@ -202,9 +202,18 @@ def _operator_exclusions() -> list[str]:
     return [f"{name}$" for name in listed if name not in KEPT_OPERATORS]
 
 
-def _copy_tree(dest: Path) -> None:
+def _copy_tree(dest: Path, rev: str | None) -> None:
     """The working tree's tracked and untracked-not-ignored files (uncommitted edits
-    included), no bytecode: what the developer would test."""
+    included), no bytecode: what the developer would test. With `rev`, that commit's
+    tree instead (to score an earlier suite)."""
+    if rev is not None:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", "--format=tar", rev],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return
     names = subprocess.run(
         ["git", "-C", str(REPO), "ls-files", "-z", "-c", "-o", "--exclude-standard"],
         capture_output=True,
@@ -222,7 +231,9 @@ def _copy_tree(dest: Path) -> None:
         shutil.copy2(source, target)
 
 
-def _test_command(scope: Scope) -> str:
+def _test_command(scope: Scope, tree: Path) -> str:
+    """The scope's tests that exist in the tree (an earlier --rev may lack newer ones)."""
+    tests = [test for test in scope.tests if (tree / test).exists()]
     return " ".join(
         [
             str(VENV_PYTHON),
@@ -234,12 +245,12 @@ def _test_command(scope: Scope) -> str:
             "no:cacheprovider",
             "-m",
             "'not integration'",
-            *scope.tests,
+            *tests,
         ]
     )
 
 
-def _config(scope: Scope, timeout: float, exclusions: list[str]) -> str:
+def _config(scope: Scope, tree: Path, timeout: float, exclusions: list[str]) -> str:
     def array(items: list[str] | tuple[str, ...]) -> str:
         return "[" + ", ".join(json.dumps(item) for item in items) + "]"
 
@@ -249,7 +260,7 @@ def _config(scope: Scope, timeout: float, exclusions: list[str]) -> str:
             f"module-path = {array(scope.modules)}",
             f"timeout = {timeout:.0f}",
             "excluded-modules = []",
-            f"test-command = {json.dumps(_test_command(scope))}",
+            f"test-command = {json.dumps(_test_command(scope, tree))}",
             "",
             "[cosmic-ray.distributor]",
             'name = "local"',
@@ -399,7 +410,7 @@ def run_scope(
 
     started = time.monotonic()
     baseline = subprocess.run(
-        ["sh", "-c", _test_command(scope)],
+        ["sh", "-c", _test_command(scope, tree)],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -416,7 +427,7 @@ def run_scope(
     timeout = max(60.0, 4 * baseline_s)
 
     config = workdir / "config.toml"
-    config.write_text(_config(scope, timeout, exclusions))
+    config.write_text(_config(scope, tree, timeout, exclusions))
     db = workdir / "session.sqlite"
     db.unlink(missing_ok=True)
     if recheck is not None:
@@ -450,9 +461,8 @@ def run_scope(
     )
     # The copy must be back to the source after every scope: cosmic-ray restores each
     # file after its mutant, and this checks it did.
-    for module in scope.modules:
-        if (tree / module).read_bytes() != (REPO / module).read_bytes():
-            sys.exit(f"mutation: {module} was left mutated in the scratch copy")
+    if _digests(tree, scope) != json.loads((workdir / "sources.json").read_text()):
+        sys.exit(f"mutation: {name}: a module was left mutated in the scratch copy")
     return summary
 
 
@@ -478,6 +488,9 @@ def main() -> None:
         "--report",
         action="store_true",
         help="rewrite the summaries of the sessions already under --out (no run)",
+    )
+    parser.add_argument(
+        "--rev", help="mutate and test this commit's tree instead of the working tree"
     )
     parser.add_argument(
         "--recheck",
@@ -507,7 +520,7 @@ def main() -> None:
     if tree.exists():
         shutil.rmtree(tree)
     tree.mkdir(parents=True)
-    _copy_tree(tree)
+    _copy_tree(tree, args.rev)
     exclusions = _operator_exclusions()
     for name in chosen:
         _print(name, run_scope(name, SCOPES[name], tree, out, exclusions, recheck=args.recheck))
