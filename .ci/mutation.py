@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 COSMIC_RAY = REPO / ".venv" / "bin" / "cosmic-ray"
 ANNOTATION = "skipped: inside an annotation that is never evaluated"
+NOT_RUN = "skipped: not reached by the earlier run this one rechecks"
 
 
 @dataclass(frozen=True)
@@ -347,7 +348,10 @@ def _summarise(db: Path, source_root: Path) -> tuple[dict[str, object], list[str
         if path not in spans:
             spans[path] = _annotation_spans(source_root / path)
         start = tuple(mutation["start_pos"])
-        if result is None:
+        not_run = result is None or (
+            result["worker_outcome"] == "skipped" and result["output"] == NOT_RUN
+        )
+        if not_run:
             counts["pending"] += 1
         elif result["worker_outcome"] == "skipped":
             annotation = result["output"] == ANNOTATION
@@ -393,6 +397,13 @@ def _reopen_survivors(db: Path, sources: Path, tree: Path, scope: Scope) -> None
         sys.exit(f"mutation: {scope.modules} changed since {sources.parent}; run it in full")
     with sqlite3.connect(db) as connection:
         connection.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+        # Mutants the earlier run never reached stay not run: a recheck is not a full run.
+        connection.execute(
+            "INSERT INTO work_results (job_id, worker_outcome, output) "
+            "SELECT job_id, 'SKIPPED', ? FROM work_items "
+            "WHERE job_id NOT IN (SELECT job_id FROM work_results)",
+            (NOT_RUN,),
+        )
 
 
 def run_scope(
