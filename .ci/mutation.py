@@ -396,7 +396,6 @@ def _reopen_survivors(db: Path, sources: Path, tree: Path, scope: Scope) -> None
     if json.loads(sources.read_text()) != _digests(tree, scope):
         sys.exit(f"mutation: {scope.modules} changed since {sources.parent}; run it in full")
     with sqlite3.connect(db) as connection:
-        connection.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
         # Mutants the earlier run never reached stay not run: a recheck is not a full run.
         connection.execute(
             "INSERT INTO work_results (job_id, worker_outcome, output) "
@@ -404,6 +403,7 @@ def _reopen_survivors(db: Path, sources: Path, tree: Path, scope: Scope) -> None
             "WHERE job_id NOT IN (SELECT job_id FROM work_results)",
             (NOT_RUN,),
         )
+        connection.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
 
 
 def run_scope(
