@@ -531,3 +531,34 @@ def test_hashing_never_follows_a_symlink(tmp_path: Path) -> None:
     with pytest.raises(OSError) as raised:
         bootstrap._sha256_nofollow(str(link))
     assert raised.value.errno == errno.ELOOP
+
+
+def test_a_refusal_counts_the_files_verified_before_it(tmp_path: Path) -> None:
+    """mod.py is the fourth file walked (sorted): a size mismatch there reports the three
+    verified before it. Mutation control (cosmic-ray): main's `refusal.files_verified or
+    verified` as `and` reports 0."""
+    runtime = make_runtime(tmp_path)
+    _size(runtime)
+    args = (str(runtime.root), str(runtime.table), runtime.digest, "app")
+    result = _run_raw(runtime, *args)
+    line = json.loads(result.stdout.removeprefix("HARNESS-GATE "))
+    assert (line["category"], line["files_verified"]) == ("size_mismatch", 3)
+
+
+def test_the_module_runs_as_the_real_main(tmp_path: Path) -> None:
+    """The verified module is run as __main__ the way `python -m` would: sys.argv[0] is its
+    file and sys.modules['__main__'] is it (multiprocessing and pickling rely on that).
+    Mutation control (cosmic-ray): run_module's `alter_sys=True` as False leaves the
+    gate's own -c module there."""
+    root = tmp_path / "runtime"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "__main__.py").write_text(
+        "import sys\nprint(sys.argv[0], getattr(sys.modules['__main__'], '__file__', None))\n"
+    )
+    table = build_pin_table(root)
+    (tmp_path / "pins.json").write_bytes(pin_table_bytes(table))
+    runtime = Runtime(root, tmp_path / "pins.json", table.digest())
+    result = _run_raw(runtime, str(root), str(runtime.table), runtime.digest, "app")
+    main = str(root / "app" / "__main__.py")
+    assert result.stdout.splitlines()[1:] == [f"{main} {main}"]
