@@ -84,6 +84,8 @@ SCOPES: dict[str, Scope] = {
             "tests/receipts/test_hoststate_versions.py",
             "tests/receipts/test_memory_versions.py",
             "tests/receipts/test_documented_limits.py",
+            "tests/receipts/test_audit_mutants.py",
+            "tests/receipts/test_schema_docs.py",
             "tests/receipts/test_audit_fuzz.py",
         ),
     ),

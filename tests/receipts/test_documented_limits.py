@@ -75,3 +75,12 @@ def test_a_manifest_entry_size_is_0_up_to_the_record_ceiling() -> None:
     assert ManifestEntry.model_validate({**entry, "size": 64 * 1024}).size == 64 * 1024
     with pytest.raises(ValidationError):
         ManifestEntry.model_validate({**entry, "size": 64 * 1024 + 1})
+
+
+def test_a_file_of_256_mib_is_not_oversize_and_one_byte_more_is() -> None:
+    """docs/receipts.md: `zip_oversize` is a file larger than 256 MiB. Mutation control:
+    MAX_ZIP_BYTES as 256*1023*1024 fails the first assertion."""
+    assert _documented("zip_oversize") == "the file is larger than 256 MiB"
+    limit = 256 * 1024 * 1024
+    assert "zip_oversize" not in _categories(bytes(limit))
+    assert "zip_oversize" in _categories(bytes(limit + 1))

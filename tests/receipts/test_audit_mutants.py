@@ -1,0 +1,136 @@
+"""Audit rules that cosmic-ray showed no unit test held (docs/mutation.md): each test
+names the mutant of receipts/audit or receipts/cleanupset that it fails on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from receipts.audit import audit_bytes, audit_file
+from receipts.bundle import bundle_bytes, zip_info
+from receipts.cleanupset import missing_cleanup
+from receipts.recordset import RecordSet
+from tests.receipts import tamper
+from tests.receipts.builders import accepted_model_trial, replace, with_changes
+
+
+def _categories(data: bytes) -> set[str]:
+    return {finding.category for finding in audit_bytes(data).findings}
+
+
+def _findings(records: RecordSet) -> set[tuple[str, str | None]]:
+    return {(f.category, f.entry) for f in audit_bytes(bundle_bytes(records)).findings}
+
+
+def test_a_pass_with_no_tests_is_inconsistent() -> None:
+    """A verification/2 that expected 0 tests and passed all 0 is schema-valid; the rule
+    `tests_passed > 0` refuses it. Mutation control: `> 0` as `>= 0` accepts it."""
+    records = accepted_model_trial()
+    assert records.verification is not None
+    empty = replace(records.verification, tests_passed=0, tests_expected=0)
+    assert ("verification_inconsistent", "verification.json") in _findings(
+        with_changes(records, verification=empty)
+    )
+
+
+def test_an_oom_killed_worker_or_verifier_guest_needs_its_kill_count() -> None:
+    """Each guest and the worker: `oom_killed` with 0 kills counted is inconsistent.
+    Mutation control: the worker's `not worker.oom_kills` as `worker.oom_kills`."""
+    records = accepted_model_trial()
+    assert records.worker is not None and records.verifier_vm is not None
+    worker = with_changes(records, worker=replace(records.worker, category="oom_killed"))
+    assert ("oom_inconsistent", "worker.json") in _findings(worker)
+    guest = replace(records.verifier_vm, category="oom_killed", oom_kills=0)
+    assert ("oom_inconsistent", "verifier_vm.json") in _findings(
+        with_changes(records, verifier_vm=guest)
+    )
+
+
+def test_a_turn_naming_the_request_one_past_the_last_is_a_reference_mismatch() -> None:
+    """Mutation control: `request_index < len(requests)` as `<=` indexes past the list."""
+    records = accepted_model_trial()
+    turns = list(records.agent_turns)
+    turns[-1] = replace(turns[-1], request_index=len(records.worker_requests))
+    found = _findings(with_changes(records, agent_turns=tuple(turns)))
+    assert any(category == "reference_mismatch" for category, _entry in found)
+
+
+def test_a_model_turn_without_its_request_is_a_policy_mismatch() -> None:
+    """A model trial's turn with no worker request is a scripted turn in disguise, even
+    when the agent record's policy agrees with the trial. Mutation control: `or
+    turn_sources_wrong` as `and` lets it through."""
+    records = accepted_model_trial()
+    turns = list(records.agent_turns)
+    turns[0] = replace(turns[0], request_index=None)
+    assert ("policy_mismatch", "trial.json") in _findings(
+        with_changes(records, agent_turns=tuple(turns))
+    )
+
+
+def test_an_invalid_receipt_names_no_failed_stage() -> None:
+    """failed_stage, failed_category and remedy come only from a valid receipt. A true
+    OOM story names the VM; the same story with a timing contradiction names nothing.
+    Mutation control: `if derivable` as `if not derivable` names the VM."""
+    records = accepted_model_trial()
+    assert records.trial is not None and records.vm is not None
+    oom = with_changes(
+        records,
+        vm=replace(records.vm, category="oom_killed", oom_kills=1),
+        trial=replace(records.trial, failed_stage="vm", verdict="failed_oom"),
+        gate=None,
+        worker=None,
+        agent=None,
+        verification=None,
+        verifier_vm=None,
+        worker_requests=(),
+        agent_turns=(),
+        tool_calls=(),
+    )
+    assert audit_bytes(bundle_bytes(oom)).failed_stage == "vm"
+    assert oom.trial is not None
+    late = replace(oom.trial, ended_unix_ms=oom.trial.started_unix_ms - 1)
+    result = audit_bytes(bundle_bytes(with_changes(oom, trial=late)))
+    assert not result.valid
+    assert (result.failed_stage, result.failed_category, result.remedy) == (None, None, None)
+
+
+def test_audit_file_returns_the_audit_result(tmp_path: Path) -> None:
+    """Mutation control: `audit_and_read_file(path)[0]` as `[1]` returns the records."""
+    path = tmp_path / "receipt.zip"
+    path.write_bytes(bundle_bytes(accepted_model_trial()))
+    result = audit_file(path)
+    assert result.valid
+    assert result.derived_verdict == "accepted"
+
+
+def test_a_libvirt_guest_needs_its_domain_receipt() -> None:
+    """Mutation control: `need["libvirt_domain"] += 1` as `+= 0`."""
+    records = accepted_model_trial()
+    assert records.vm is not None and records.vm.host_key_sha256 is not None
+    libvirt = with_changes(records, vm=replace(records.vm, backend="libvirt"))
+    assert "libvirt_domain" in missing_cleanup(libvirt)
+    assert "libvirt_domain" not in missing_cleanup(records)
+
+
+def test_a_non_ascii_entry_name_is_unsafe() -> None:
+    """Printable but not ASCII: refused as a name, not reported as merely unknown.
+    Mutation control: `or not raw.isascii()` as `and` lets it through to known_entry."""
+    items = tamper.entries_with_infos(tamper.good_entries())
+    items.append((zip_info("vm\u00e9.json"), b"{}"))
+    assert "unsafe_entry_name" in _categories(tamper.custom_zip(items))
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_entries_after_a_duplicate_are_still_checked() -> None:
+    """Every entry is judged: a damaged entry after a duplicated name is reported too.
+    Mutation control: the `continue` after a duplicate as `break` stops the scan."""
+    entries = tamper.good_entries()
+    items = tamper.entries_with_infos(entries)
+    first = items[0]
+    items.insert(1, first)  # the first name twice, at the start
+    data = tamper.custom_zip(items)
+    last = items[-1][0].filename
+    data = tamper.flip_byte(data, tamper.payload_offset(data, last))
+    found = _categories(data)
+    assert {"duplicate_entry", "crc_mismatch"} <= found
