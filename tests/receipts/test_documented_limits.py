@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from receipts.audit import audit_bytes
-from receipts.bundle import zip_bytes
+from receipts.bundle import zip_bytes, zip_info
 from receipts.manifest import ManifestEntry
 from receipts.recordset import MANIFEST_NAME
 from tests.receipts import tamper
@@ -84,3 +84,16 @@ def test_a_file_of_256_mib_is_not_oversize_and_one_byte_more_is() -> None:
     limit = 256 * 1024 * 1024
     assert "zip_oversize" not in _categories(bytes(limit))
     assert "zip_oversize" in _categories(bytes(limit + 1))
+
+
+def test_an_entry_name_of_128_characters_is_safe_and_129_is_not() -> None:
+    """docs/receipts.md: `unsafe_entry_name` includes a name over 128 characters. The
+    128-character name is merely unknown. Mutation control: `or len(raw) >
+    MAX_NAME_LENGTH` as `and`, and MAX_NAME_LENGTH as 127 or 129, fail this test."""
+    assert _documented("unsafe_entry_name").endswith(", non-ASCII, over 128 characters")
+    for length, unsafe in ((128, False), (129, True)):
+        items = tamper.entries_with_infos(tamper.good_entries())
+        items.append((zip_info("x" * (length - 5) + ".json"), b"{}"))
+        found = _categories(tamper.custom_zip(items))
+        assert ("unsafe_entry_name" in found) is unsafe, (length, found)
+        assert "unknown_entry" in found or unsafe
