@@ -3,6 +3,7 @@ names the mutant of receipts/audit or receipts/cleanupset that it fails on."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,23 @@ def test_entries_after_a_duplicate_are_still_checked() -> None:
     data = tamper.flip_byte(data, tamper.payload_offset(data, last))
     found = _categories(data)
     assert {"duplicate_entry", "crc_mismatch"} <= found
+
+
+def test_a_pass_with_exactly_one_test_is_consistent() -> None:
+    """Mutation control: `tests_passed > 0` as `> 1` refuses a true one-test pass."""
+    records = accepted_model_trial()
+    assert records.verification is not None
+    one = replace(records.verification, tests_passed=1, tests_expected=1)
+    assert _findings(with_changes(records, verification=one)) == set()
+
+
+def test_a_local_header_offset_past_the_end_is_a_mismatch_not_a_crash() -> None:
+    """The central directory's offset of an entry's local header is the forger's to
+    write: past the end of the file it is `local_header_mismatch`. Mutation control:
+    `start < 0 or start + size > len(data)` as `and` reads past the end (struct.error
+    out of the audit)."""
+    data = bytes(bundle_bytes(accepted_model_trial()))
+    name = "vm.json"
+    field = tamper.central_header_offset(data, name) + 42  # relative offset of local header
+    data = data[:field] + struct.pack("<L", len(data) + 1000) + data[field + 4 :]
+    assert "local_header_mismatch" in _categories(data)
