@@ -155,3 +155,14 @@ def test_a_local_header_offset_past_the_end_is_a_mismatch_not_a_crash() -> None:
     field = tamper.central_header_offset(data, name) + 42  # relative offset of local header
     data = data[:field] + struct.pack("<L", len(data) + 1000) + data[field + 4 :]
     assert "local_header_mismatch" in _categories(data)
+
+
+def test_a_gap_in_a_sequence_is_one_finding() -> None:
+    """cleanup/000003.json dropped from 17: one `sequence_gap`, naming the record found
+    where 3 was expected, not one per record after it. Mutation control: the `break`
+    after the first gap as `continue` reports 13."""
+    entries = tamper.good_entries()
+    del entries["cleanup/000003.json"]
+    findings = audit_bytes(tamper.forge(entries)).findings
+    gaps = [f.entry for f in findings if f.category == "sequence_gap"]
+    assert gaps == ["cleanup/000004.json"]
