@@ -166,3 +166,25 @@ def test_a_gap_in_a_sequence_is_one_finding() -> None:
     findings = audit_bytes(tamper.forge(entries)).findings
     gaps = [f.entry for f in findings if f.category == "sequence_gap"]
     assert gaps == ["cleanup/000004.json"]
+
+
+def test_a_tool_call_naming_the_turn_one_past_the_last_is_a_reference_mismatch() -> None:
+    """Mutation control: `call.turn < len(turns)` as `<=` indexes past the turns."""
+    records = accepted_model_trial()
+    calls = list(records.tool_calls)
+    calls[-1] = replace(calls[-1], turn=len(records.agent_turns))
+    found = _findings(with_changes(records, tool_calls=tuple(calls)))
+    assert any(category == "reference_mismatch" for category, _entry in found)
+
+
+def test_every_entry_that_is_not_canonical_json_is_reported() -> None:
+    """Mutation control: the `continue` after a non-canonical entry as `break` stops at
+    the first one."""
+    entries = tamper.good_entries()
+    for name in ("gate.json", "vm.json"):
+        entries[name] = entries[name][:-1] + b" }"
+    findings = audit_bytes(tamper.forge(entries)).findings
+    assert [f.entry for f in findings if f.category == "json_not_canonical"] == [
+        "gate.json",
+        "vm.json",
+    ]
