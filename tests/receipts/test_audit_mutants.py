@@ -188,3 +188,56 @@ def test_every_entry_that_is_not_canonical_json_is_reported() -> None:
         "gate.json",
         "vm.json",
     ]
+
+
+def test_every_record_with_a_foreign_schema_id_is_reported() -> None:
+    """Mutation control: the `continue` after a schema_mismatch as `break`."""
+    entries = tamper.good_entries()
+    entries = tamper.edit_json(entries, "gate.json", schema="harness.receipt.vm/1")
+    entries = tamper.edit_json(entries, "vm.json", schema="harness.receipt.gate/1")
+    findings = audit_bytes(tamper.forge(entries)).findings
+    assert [f.entry for f in findings if f.category == "schema_mismatch"] == [
+        "gate.json",
+        "vm.json",
+    ]
+
+
+def test_a_verifier_guest_needs_its_receipts_when_the_agent_guest_never_started() -> None:
+    """The agent guest has no host key (it never got that far), the verification guest
+    does: its resources still need receipts. Mutation control: the `continue` for a
+    guest without a host key as `break` skips the verification guest."""
+    records = accepted_model_trial()
+    assert records.vm is not None and records.verifier_vm is not None
+    unstarted = replace(records.vm, host_key_sha256=None)
+    missing = missing_cleanup(with_changes(records, vm=unstarted, cleanup=()))
+    assert "qemu_process" in missing
+
+
+def test_a_receipt_without_its_trial_record_is_refused() -> None:
+    """Mutation control: `if ctx.enabled("required_records")` as `if not ...` for a
+    missing trial.json lets the receipt through."""
+    entries = tamper.good_entries()
+    del entries["trial.json"]
+    result = audit_bytes(tamper.forge(entries))
+    assert not result.valid
+    assert ("record_missing", "trial.json") in {(f.category, f.entry) for f in result.findings}
+
+
+def test_two_tool_calls_on_one_turn_name_the_second() -> None:
+    """Mutation control: `and call.turn not in seen` as `or` accepts the second call and
+    leaves only the count finding on agent.json."""
+    records = accepted_model_trial()
+    calls = list(records.tool_calls)
+    calls[1] = replace(calls[1], turn=calls[0].turn)
+    found = _findings(with_changes(records, tool_calls=tuple(calls)))
+    assert ("reference_mismatch", "tool_calls/000001.json") in found
+
+
+def test_findings_stop_at_1000_and_say_so() -> None:
+    """1,001 unknown entries: 1,000 findings and findings_truncated. Mutation control:
+    `self.truncated = True` as False."""
+    items = tamper.entries_with_infos(tamper.good_entries())
+    items += [(zip_info(f"junk{index:04d}.json"), b"{}") for index in range(1001)]
+    result = audit_bytes(tamper.custom_zip(items))
+    assert len(result.findings) == 1000
+    assert result.findings_truncated
