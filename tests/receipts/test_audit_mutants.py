@@ -241,3 +241,27 @@ def test_findings_stop_at_1000_and_say_so() -> None:
     result = audit_bytes(tamper.custom_zip(items))
     assert len(result.findings) == 1000
     assert result.findings_truncated
+
+
+def test_an_entry_gets_one_finding_the_first_check_it_fails() -> None:
+    """An unsafe name that is also a symlink: the entry is reported once, by its name.
+    Mutation control: the `break` after an entry's first failed check as `continue`
+    reports it again as symlink_entry."""
+    items = tamper.entries_with_infos(tamper.good_entries())
+    info = zip_info("../link.json")
+    info.external_attr = 0o120777 << 16
+    items.append((info, b"/etc/passwd"))
+    found = [f.category for f in audit_bytes(tamper.custom_zip(items)).findings]
+    assert found == ["unsafe_entry_name"]
+
+
+def test_the_manifest_check_goes_on_after_an_absent_entry() -> None:
+    """agent.json (listed first) removed, and vm.json changed under the same manifest:
+    both are reported. Mutation control: the `continue` after a listed-but-absent entry
+    as `break` stops at agent.json."""
+    entries = tamper.good_entries()
+    del entries["agent.json"]
+    entries["vm.json"] = entries["vm.json"].replace(b'"oom_kills":0', b'"oom_kills":1')
+    found = {(f.category, f.entry) for f in audit_bytes(tamper.forge(entries, False)).findings}
+    assert ("manifest_lists_absent_entry", "agent.json") in found
+    assert ("manifest_digest_mismatch", "vm.json") in found
