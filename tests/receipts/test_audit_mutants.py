@@ -8,12 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from harness.trial.guestrecords import unread_verification_record
 from receipts.audit import audit_bytes, audit_file
 from receipts.bundle import bundle_bytes, zip_info
 from receipts.cleanupset import missing_cleanup
 from receipts.recordset import RecordSet
 from tests.receipts import tamper
-from tests.receipts.builders import accepted_model_trial, replace, with_changes
+from tests.receipts.builders import (
+    accepted_model_trial,
+    accepted_scripted_trial,
+    replace,
+    with_changes,
+)
 
 
 def _categories(data: bytes) -> set[str]:
@@ -94,6 +100,7 @@ def test_an_invalid_receipt_names_no_failed_stage() -> None:
     result = audit_bytes(bundle_bytes(with_changes(oom, trial=late)))
     assert not result.valid
     assert (result.failed_stage, result.failed_category, result.remedy) == (None, None, None)
+    assert result.derived_verdict is None  # `derivable and ...` as `or` derives one
 
 
 def test_audit_file_returns_the_audit_result(tmp_path: Path) -> None:
@@ -265,3 +272,53 @@ def test_the_manifest_check_goes_on_after_an_absent_entry() -> None:
     found = {(f.category, f.entry) for f in audit_bytes(tamper.forge(entries, False)).findings}
     assert ("manifest_lists_absent_entry", "agent.json") in found
     assert ("manifest_digest_mismatch", "vm.json") in found
+
+
+def test_a_trial_that_did_not_fail_needs_its_cleanup_receipts() -> None:
+    """No stage failed and no cleanup receipt at all: the first one is named missing.
+    Mutation control: `failed is None` as `is not None` (or negated) drops the finding."""
+    found = _findings(with_changes(accepted_model_trial(), cleanup=()))
+    assert ("record_missing", "cleanup/000000.json") in found
+
+
+def test_a_truthful_verifier_oom_is_consistent_and_a_false_one_is_not() -> None:
+    """`verifier_vm_failed` with its guest OOM-killed tells one story; the same claim over
+    a guest that ended ok does not. Mutation control: `failed and not lost` as `failed and
+    lost` inverts both."""
+    records = accepted_model_trial()
+    assert records.verifier_vm is not None
+    failed = unread_verification_record("verifier_vm_failed")
+    oom = replace(records.verifier_vm, category="oom_killed", oom_kills=1)
+    truthful = _findings(with_changes(records, verification=failed, verifier_vm=oom))
+    assert ("verifier_inconsistent", "verifier_vm.json") not in truthful
+    false = _findings(with_changes(records, verification=failed))
+    assert ("verifier_inconsistent", "verifier_vm.json") in false
+
+
+def test_a_scripted_trial_placed_on_the_host_is_a_placement_mismatch() -> None:
+    """The channel fits the placement, but a scripted trial has no worker to place.
+    Mutation control: the `and` of the two conditions as `or`."""
+    records = accepted_scripted_trial()
+    assert records.trial is not None
+    trial = replace(records.trial, placement="host", channel="guestfwd_unix")
+    assert ("placement_mismatch", "trial.json") in _findings(with_changes(records, trial=trial))
+
+
+def test_a_tool_call_on_a_text_turn_names_the_call() -> None:
+    """Mutation control: `and turns[call.turn].kind == "tool_call"` as `or` accepts the
+    call and leaves only the count finding on agent.json."""
+    records = accepted_model_trial()
+    turns = list(records.agent_turns)
+    turns[1] = replace(turns[1], kind="text")
+    found = _findings(with_changes(records, agent_turns=tuple(turns)))
+    assert ("reference_mismatch", "tool_calls/000001.json") in found
+
+
+def test_entries_after_an_unknown_entry_are_still_checked() -> None:
+    """Mutation control: the `continue` after an unknown entry as `break`."""
+    items = tamper.entries_with_infos(tamper.good_entries())
+    items.insert(0, (zip_info("aaa.json"), b"{}"))
+    data = tamper.custom_zip(items)
+    last = items[-1][0].filename
+    data = tamper.flip_byte(data, tamper.payload_offset(data, last))
+    assert {"unknown_entry", "crc_mismatch"} <= _categories(data)
