@@ -7,9 +7,11 @@ import struct
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from harness.trial.guestrecords import unread_verification_record
 from receipts.audit import audit_bytes, audit_file
+from receipts.audit.findings import AuditResult
 from receipts.bundle import bundle_bytes, zip_info
 from receipts.cleanupset import missing_cleanup
 from receipts.recordset import RecordSet
@@ -322,3 +324,54 @@ def test_entries_after_an_unknown_entry_are_still_checked() -> None:
     last = items[-1][0].filename
     data = tamper.flip_byte(data, tamper.payload_offset(data, last))
     assert {"unknown_entry", "crc_mismatch"} <= _categories(data)
+
+
+def test_a_remedy_comes_with_its_failed_stage_only() -> None:
+    """The audit result's own rule. Mutation control: `self.failed_stage is None` as `is
+    not None` refuses the one valid combination."""
+    base = audit_bytes(bundle_bytes(accepted_model_trial())).model_dump(by_alias=True)
+    failed = {"failed_stage": "preflight", "failed_category": "memory_below_floor"}
+    whole = AuditResult.model_validate({**base, **failed, "remedy": "free_memory"})
+    assert whole.remedy == "free_memory"
+    with pytest.raises(ValidationError):
+        AuditResult.model_validate({**base, "remedy": "free_memory"})
+
+
+def test_every_record_failing_its_schema_or_index_is_reported() -> None:
+    """Mutation controls: the `continue` after a schema_valid finding, and the one after
+    an index_mismatch, as `break`."""
+    entries = tamper.good_entries()
+    for name in ("gate.json", "vm.json"):
+        entries = tamper.edit_json(entries, name, unexpected=1)
+    for name in ("tool_calls/000000.json", "tool_calls/000001.json"):
+        entries = tamper.edit_json(entries, name, index=7)
+    found = {(f.category, f.entry) for f in audit_bytes(tamper.forge(entries)).findings}
+    assert {("schema_extra_field", "gate.json"), ("schema_extra_field", "vm.json")} <= found
+    assert {
+        ("index_mismatch", "tool_calls/000000.json"),
+        ("index_mismatch", "tool_calls/000001.json"),
+    } <= found
+
+
+def test_a_trial_that_ended_the_millisecond_it_started_is_consistent() -> None:
+    """Mutation control: `ended < started` as `<=`."""
+    records = accepted_model_trial()
+    assert records.trial is not None
+    instant = replace(records.trial, ended_unix_ms=records.trial.started_unix_ms)
+    assert _findings(with_changes(records, trial=instant)) == set()
+
+
+def test_turn_references_go_on_after_a_turn_without_a_request() -> None:
+    """Mutation control: the `continue` for a turn with no request index as `break`
+    leaves the second turn's bad reference unreported."""
+    records = accepted_model_trial()
+    turns = list(records.agent_turns)
+    turns[0] = replace(turns[0], request_index=None)
+    turns[1] = replace(turns[1], request_index=9)
+    found = _findings(with_changes(records, agent_turns=tuple(turns)))
+    assert ("reference_mismatch", "agent_turns/000001.json") in found
+
+
+def test_a_full_audit_is_not_truncated() -> None:
+    """Mutation control: AuditContext's `truncated = False` default as True."""
+    assert not audit_bytes(bundle_bytes(accepted_model_trial())).findings_truncated
