@@ -375,3 +375,42 @@ def test_turn_references_go_on_after_a_turn_without_a_request() -> None:
 def test_a_full_audit_is_not_truncated() -> None:
     """Mutation control: AuditContext's `truncated = False` default as True."""
     assert not audit_bytes(bundle_bytes(accepted_model_trial())).findings_truncated
+
+
+def test_one_domain_receipt_is_enough_for_one_libvirt_guest() -> None:
+    """Mutation control: `need["libvirt_domain"] += 1` as `+= 2`."""
+    records = accepted_model_trial()
+    assert records.vm is not None
+    domain = replace(records.cleanup[0], resource="libvirt_domain")
+    libvirt = with_changes(
+        records, vm=replace(records.vm, backend="libvirt"), cleanup=(*records.cleanup, domain)
+    )
+    assert "libvirt_domain" not in missing_cleanup(libvirt)
+
+
+def test_audit_file_sees_a_file_one_byte_over_the_limit(tmp_path: Path) -> None:
+    """audit_file reads one byte past the limit to see it. Mutation control:
+    `MAX_ZIP_BYTES + 1` as `+ 0` or `- 1` reads a cut file and calls it malformed."""
+    path = tmp_path / "big.zip"
+    with path.open("wb") as handle:
+        handle.truncate(256 * 1024 * 1024 + 1)  # sparse
+    assert {f.category for f in audit_file(path).findings} == {"zip_oversize"}
+
+
+def test_a_local_header_offset_in_the_last_bytes_is_a_mismatch_not_a_crash() -> None:
+    """Mutation control: `start + _LOCAL_HEADER.size > len(data)` as `start - ...`
+    reads a header that runs past the end (struct.error out of the audit)."""
+    data = bytes(bundle_bytes(accepted_model_trial()))
+    field = tamper.central_header_offset(data, "vm.json") + 42
+    data = data[:field] + struct.pack("<L", len(data) - 10) + data[field + 4 :]
+    assert "local_header_mismatch" in _categories(data)
+
+
+def test_entries_after_a_refused_entry_are_still_checked() -> None:
+    """Mutation control: `if failed: continue` as `break`."""
+    items = tamper.entries_with_infos(tamper.good_entries())
+    items.insert(0, (zip_info("../x.json"), b"{}"))
+    data = tamper.custom_zip(items)
+    last = items[-1][0].filename
+    data = tamper.flip_byte(data, tamper.payload_offset(data, last))
+    assert {"unsafe_entry_name", "crc_mismatch"} <= _categories(data)
