@@ -14,6 +14,7 @@ from receipts.audit import audit_bytes, audit_file
 from receipts.audit.findings import AuditResult
 from receipts.bundle import bundle_bytes, zip_info
 from receipts.cleanupset import missing_cleanup
+from receipts.records import DispatchRecord
 from receipts.recordset import RecordSet
 from tests.receipts import tamper
 from tests.receipts.builders import (
@@ -414,3 +415,25 @@ def test_entries_after_a_refused_entry_are_still_checked() -> None:
     last = items[-1][0].filename
     data = tamper.flip_byte(data, tamper.payload_offset(data, last))
     assert {"unsafe_entry_name", "crc_mismatch"} <= _categories(data)
+
+
+def test_a_dispatch_record_belongs_to_a_dispatched_trial_only() -> None:
+    """Mutation control: `not trial.dispatched` with the `not` deleted flags the true
+    story and passes the false one."""
+    records = accepted_model_trial()
+    assert records.trial is not None and not records.trial.dispatched
+    dispatch = DispatchRecord(
+        category="ok",
+        dispatch_sha256="a" * 64,
+        profile="smollm2",
+        task="task",
+        commit="b" * 40,
+        tree="c" * 40,
+        issued_unix_ms=records.trial.started_unix_ms,
+        consumed_unix_ms=records.trial.started_unix_ms,
+        duration_ms=1,
+    )
+    unexpected = ("record_unexpected", "dispatch.json")
+    assert unexpected in _findings(with_changes(records, dispatch=dispatch))
+    dispatched = replace(records.trial, dispatched=True)
+    assert unexpected not in _findings(with_changes(records, dispatch=dispatch, trial=dispatched))
