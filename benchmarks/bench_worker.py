@@ -282,7 +282,7 @@ def main() -> None:
         path, sha = tiny_model(work)
         model = load_model(path, sha, LoadOptions(4096, 1))
         engine = engine_for(model, "llguidance")
-        prompt = engine.tokenize(engine.renderer.render(PROMPT, None))
+        prompt = engine.tokenize(engine.renderer.render(PROMPT, None)[0])
         worker, bare = [], []
         for _ in range(args.repeats):  # interleaved, so load changes hit both alike
             worker.append(run_engine(engine, args.tiny_tokens, False)[0])

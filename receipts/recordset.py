@@ -38,6 +38,7 @@ from receipts.records import (
     VmRecord,
     WorkerRecord,
     WorkerRequestRecord,
+    WorkerRequestRecordV1,
 )
 from receipts.records.trial import Stage
 
@@ -62,7 +63,7 @@ class RecordSet:
     verification: VerificationRecord | VerificationRecordV1 | None = None
     hoststate: HostStateRecord | HostStateRecordV2 | HostStateRecordV1 | None = None
     memory: MemoryRecord | MemoryRecordV1 | None = None
-    worker_requests: tuple[WorkerRequestRecord, ...] = field(default=())
+    worker_requests: tuple[WorkerRequestRecord | WorkerRequestRecordV1, ...] = field(default=())
     agent_turns: tuple[AgentTurnRecord, ...] = field(default=())
     tool_calls: tuple[ToolCallRecord | ToolCallRecordV1, ...] = field(default=())
     cleanup: tuple[CleanupRecord, ...] = field(default=())
@@ -126,7 +127,7 @@ KINDS: Final[tuple[Kind, ...]] = (
         legacy=(HostStateRecordV2, HostStateRecordV1),
     ),
     Kind("memory", MemoryRecord, sequence=False, legacy=(MemoryRecordV1,)),
-    Kind("worker_requests", WorkerRequestRecord, sequence=True),
+    Kind("worker_requests", WorkerRequestRecord, sequence=True, legacy=(WorkerRequestRecordV1,)),
     Kind("agent_turns", AgentTurnRecord, sequence=True),
     Kind("tool_calls", ToolCallRecord, sequence=True, legacy=(ToolCallRecordV1,)),
     Kind("cleanup", CleanupRecord, sequence=True),

@@ -12,14 +12,15 @@ wait for it, beyond which the answer is 429.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
+import secrets
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+import llama_cpp
 import structlog
 from jsonschema.protocols import Validator
 from pydantic import ValidationError
@@ -256,6 +257,7 @@ class ChatEndpoint:
             deadline=received + self.config.deadline_s,
             received=received,
             stop=stop_strings(request),
+            max_string_chars=self.config.limits.max_string_chars,
         )
 
     def _execute(self, job: Job) -> JobResult:
@@ -281,11 +283,16 @@ class ChatEndpoint:
 
     # -- responses -------------------------------------------------------------
 
-    def _ids(self, index: int) -> tuple[str, str]:
-        seed = f"{self.engine.model.sha256}:{index}".encode()
-        completion = "chatcmpl-" + hashlib.sha256(seed).hexdigest()[:24]
-        call = "call_" + hashlib.sha256(f"{completion}:0".encode()).hexdigest()[:24]
-        return completion, call
+    def _ids(self) -> tuple[str, str]:
+        """Random ids (128 bits each): unique across requests and across restarts, where
+        a counter would repeat and a client could confuse two answers' tool calls."""
+        return "chatcmpl-" + secrets.token_hex(16), "call_" + secrets.token_hex(16)
+
+    @property
+    def fingerprint(self) -> str:
+        """`system_fingerprint`: the GGUF's digest and the inference build, so a client
+        can tell when either changed."""
+        return f"fp_{self.engine.model.sha256[:16]}_llama-cpp-python-{llama_cpp.__version__}"
 
     def _usage(self, result: JobResult) -> dict[str, int]:
         return {
@@ -301,7 +308,7 @@ class ChatEndpoint:
                 send, result.http_status, error_body(result.http_status, code, result.error_param)
             )
             return
-        completion, call_id = self._ids(index)
+        completion, call_id = self._ids()
         message: dict[str, Any] = {"role": "assistant", "content": result.text, "refusal": None}
         if result.call is not None:
             message["tool_calls"] = [
@@ -316,6 +323,7 @@ class ChatEndpoint:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.config.model_id,
+            "system_fingerprint": self.fingerprint,
             "choices": [
                 {
                     "index": 0,
@@ -341,8 +349,8 @@ class ChatEndpoint:
         future = loop.run_in_executor(self.executor, self._execute, job)
         future.add_done_callback(lambda f: queue.put_nowait(f.result()))
         watcher = asyncio.ensure_future(_wait_disconnect(receive))
-        completion, call_id = self._ids(index)
-        sse = _Sse(send, completion, self.config.model_id)
+        completion, call_id = self._ids()
+        sse = _Sse(send, completion, self.config.model_id, self.fingerprint)
         try:
             while True:
                 getter = asyncio.ensure_future(queue.get())
@@ -372,7 +380,7 @@ class ChatEndpoint:
 
     def _record(self, index: int, result: JobResult, stream: bool, received: float) -> None:
         record = self.records.add(
-            schema="harness.receipt.worker_request/1",
+            schema="harness.receipt.worker_request/2",
             index=index,
             admission=result.admission,
             headroom_bytes=result.headroom_bytes,
@@ -384,6 +392,7 @@ class ChatEndpoint:
             error_code=result.error_code,
             http_status=result.http_status,
             stream=stream,
+            tools_rendering=result.tools_rendering,
             constraint_backend=result.constraint_backend,
             prompt_tokens=result.prompt_tokens,
             cached_prompt_tokens=result.cached_prompt_tokens,
@@ -404,13 +413,25 @@ class ChatEndpoint:
         )
 
 
-class _Sse:
-    """Server-sent events in the OpenAI chunk format; headers go out with the first event."""
+CUT_FINISH_REASON: Final = {"deadline_exceeded": "length"}
+"""The `finish_reason` of a stream that an error cut after it started: `length` when the
+request's time budget ran out, `error` for anything else. Clients need one on every
+stream (OpenCode re-sends a stream that ends without one); the error event before it
+says what happened."""
 
-    def __init__(self, send: Send, completion: str, model: str) -> None:
+
+class _Sse:
+    """Server-sent events in the OpenAI chunk format; headers go out with the first event.
+
+    Every chunk carries `usage`: null, except the usage chunk itself (sent last, before
+    `[DONE]`, when the request asked for it), as OpenAI's streams do.
+    """
+
+    def __init__(self, send: Send, completion: str, model: str, fingerprint: str) -> None:
         self._send = send
         self._completion = completion
         self._model = model
+        self._fingerprint = fingerprint
         self._created = int(time.time())
         self.started = False
 
@@ -420,10 +441,10 @@ class _Sse:
             "object": "chat.completion.chunk",
             "created": self._created,
             "model": self._model,
+            "system_fingerprint": self._fingerprint,
             "choices": choices,
+            "usage": usage,
         }
-        if usage is not None:
-            body["usage"] = usage
         return b"data: " + json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n\n"
 
     async def _start(self) -> None:
@@ -440,10 +461,12 @@ class _Sse:
         await _send_body(self._send, self._chunk([choice]), more=True)
 
     async def finish(self, result: JobResult, call_id: str, usage: dict[str, int] | None) -> None:
-        """The closing events: an error event, or the call, the finish reason and usage."""
+        """The closing events: the call (if any), the finish reason, an error event when
+        an error cut the stream, usage when asked, then `[DONE]`: always in that order."""
         await self._start()
         if result.http_status != 200:
             code = result.error_code or "internal_error"
+            await self.event({}, CUT_FINISH_REASON.get(code, "error"))
             error = error_body(result.http_status, code)
             await _send_body(self._send, b"data: " + error + b"\n\n", more=True)
         else:
@@ -452,8 +475,8 @@ class _Sse:
                 call = {"index": 0, "id": call_id, "type": "function", "function": function}
                 await self.event({"tool_calls": [call]}, None)
             await self.event({}, result.finish_reason)
-            if usage is not None:
-                await _send_body(self._send, self._chunk([], usage), more=True)
+        if usage is not None:
+            await _send_body(self._send, self._chunk([], usage), more=True)
         await _send_body(self._send, b"data: [DONE]\n\n", more=False)
 
 

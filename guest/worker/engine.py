@@ -36,6 +36,7 @@ from receipts.records.worker import (
     ConstraintBackend,
     DecidingScope,
     RequestOutcome,
+    ToolsRendering,
     WorkerErrorCode,
 )
 
@@ -72,6 +73,8 @@ class Job:
     on_text: Callable[[str], None] | None = None
     stop: tuple[str, ...] = ()
     """OpenAI `stop` strings: they end a text answer, never a tool call."""
+    max_string_chars: int | None = None
+    """The grammar's string cap: a call with a string that long is refused (toolcall.py)."""
 
 
 @dataclass
@@ -89,6 +92,7 @@ class JobResult:
     deciding_scope: DecidingScope | None = None
     min_headroom_bytes: int | None = None
     constraint_backend: ConstraintBackend = "none"
+    tools_rendering: ToolsRendering = "not_rendered"
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -168,6 +172,23 @@ class Engine:
         llama_cpp.llama_memory_clear(self._memory, True)
         self._cached = []
 
+    def _decode_failed(self, cancel: Cancel) -> None:
+        """After `llama_decode` returned non-zero: raise `_Aborted` or `RuntimeError`.
+
+        An abort (a deadline, a client gone) keeps what was decoded before the batch:
+        llama.cpp drops the positions of the batch it aborted, and the positions from
+        `len(self._cached)` on are removed again here so the cache holds exactly
+        `self._cached`. A retry of the same conversation then reuses that prefix instead
+        of prefilling from zero (a 2,400-token prompt retried under a deadline would
+        never finish otherwise). Any other failure clears the cache: its state is unknown.
+        """
+        if cancel and llama_cpp.llama_memory_seq_rm(self._memory, 0, len(self._cached), -1):
+            raise _Aborted
+        self._clear_cache()
+        if cancel:
+            raise _Aborted
+        raise RuntimeError("decode_failed")
+
     def _decode(self, tokens: list[int], cancel: Cancel) -> None:
         """Append *tokens* to the context, in batches; `_Aborted` if cancelled."""
         llm = self.model.llm
@@ -177,12 +198,8 @@ class Engine:
                 raise _Aborted
             batch = tokens[start : start + n_batch]
             llm._batch.set_batch(batch=batch, n_past=len(self._cached), logits_all=False)
-            rc = llama_cpp.llama_decode(self._ctx, llm._batch.batch)
-            if rc != 0:
-                self._clear_cache()
-                if cancel:
-                    raise _Aborted
-                raise RuntimeError("decode_failed")
+            if llama_cpp.llama_decode(self._ctx, llm._batch.batch) != 0:
+                self._decode_failed(cancel)
             self._cached.extend(batch)
 
     def _decode_one(self, token: int, cancel: Cancel) -> None:
@@ -201,12 +218,8 @@ class Engine:
         batch.seq_id[0][0] = 0
         batch.n_seq_id[0] = 1
         batch.logits[0] = True
-        rc = llama_cpp.llama_decode(self._ctx, batch)
-        if rc != 0:
-            self._clear_cache()
-            if cancel:
-                raise _Aborted
-            raise RuntimeError("decode_failed")
+        if llama_cpp.llama_decode(self._ctx, batch) != 0:
+            self._decode_failed(cancel)
         self._cached.append(token)
 
     def _prefill(self, tokens: list[int], cancel: Cancel) -> int:
@@ -246,11 +259,11 @@ class Engine:
         if job.cancel:
             return self._cancelled(JobResult("error", 500), job.cancel)
         try:
-            prompt = self.renderer.render(job.messages, job.tools)
+            prompt, rendering = self.renderer.render(job.messages, job.tools)
         except TemplateError:
             return JobResult("rejected_invalid_request", 400, "invalid_request", "messages")
         tokens = self.tokenize(prompt)
-        result = JobResult("error", 500, prompt_tokens=len(tokens))
+        result = JobResult("error", 500, prompt_tokens=len(tokens), tools_rendering=rendering)
         room = self.model.n_ctx - len(tokens)
         if room < 1 or (job.max_tokens is not None and job.max_tokens > room):
             result.outcome, result.http_status = "rejected_invalid_request", 400
@@ -431,10 +444,14 @@ class Engine:
         text = out.decode("utf-8", errors="replace")
         if finish == "tool_calls":
             try:
-                result.call = parse_tool_call(text, job.validators)
-            except InvalidModelOutput:
+                result.call = parse_tool_call(text, job.validators, job.max_string_chars)
+            except InvalidModelOutput as exc:
                 result.outcome, result.http_status = "invalid_model_output", 502
-                result.error_code = "invalid_model_output"
+                result.error_code = (
+                    "tool_argument_too_long"
+                    if exc.reason == "string_at_cap"
+                    else "invalid_model_output"
+                )
                 return
             result.outcome, result.http_status, result.finish_reason = "tool_calls", 200, finish
             return

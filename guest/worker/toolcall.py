@@ -4,6 +4,11 @@ The grammar should make an invalid call impossible; this is the check that does 
 trust the grammar (a backend bug, a schema keyword the compiler got wrong). Anything
 that fails here is the closed outcome `invalid_model_output`, never passed on and never
 replaced by a guess. `arguments` goes out as a JSON string, as the OpenAI API defines it.
+
+A string the grammar had to stop at its cap (`Limits.max_string_chars`, where the
+schema allows more) may have been cut mid-thought: a call holding a string that long
+is refused as `tool_argument_too_long`, never returned shortened. One grammar unit is
+one code point (the grammar has no surrogate escapes), so `len` measures what it counted.
 The body is read by `receipts.strictjson`, the one definition of strict JSON; every way
 it refuses is `json_invalid` here.
 """
@@ -20,7 +25,9 @@ from jsonschema.protocols import Validator
 from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN
 from receipts.strictjson import StrictJsonError, loads_strict
 
-InvalidReason = Literal["not_tagged", "json_invalid", "shape", "unknown_tool", "schema"]
+InvalidReason = Literal[
+    "not_tagged", "json_invalid", "shape", "unknown_tool", "schema", "string_at_cap"
+]
 
 
 class InvalidModelOutput(Exception):
@@ -49,8 +56,24 @@ def schema_validator(schema: dict[str, Any]) -> Validator:
     return cls(schema)
 
 
-def parse_tool_call(text: str, validators: dict[str, Validator]) -> ParsedCall:
-    """The call in *text* (`<tool_call>\\n{...}\\n</tool_call>`), validated, or raise."""
+def longest_string(value: Any) -> int:
+    """The length of the longest string (value or key) anywhere in *value*."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return max((max(len(k), longest_string(v)) for k, v in value.items()), default=0)
+    if isinstance(value, list):
+        return max((longest_string(v) for v in value), default=0)
+    return 0
+
+
+def parse_tool_call(
+    text: str, validators: dict[str, Validator], max_string_chars: int | None = None
+) -> ParsedCall:
+    """The call in *text* (`<tool_call>\\n{...}\\n</tool_call>`), validated, or raise.
+
+    *max_string_chars*: the grammar's string cap; a string that reached it is
+    `string_at_cap` (module docstring)."""
     head, tail = CALL_OPEN + "\n", "\n" + CALL_CLOSE
     if not (text.startswith(head) and text.endswith(tail)) or len(text) < len(head + tail):
         raise InvalidModelOutput("not_tagged")
@@ -69,6 +92,8 @@ def parse_tool_call(text: str, validators: dict[str, Validator]) -> ParsedCall:
         raise InvalidModelOutput("unknown_tool")
     if not validator.is_valid(arguments):
         raise InvalidModelOutput("schema")
+    if max_string_chars is not None and longest_string(arguments) >= max_string_chars:
+        raise InvalidModelOutput("string_at_cap")
     try:
         encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
         encoded.encode("utf-8")

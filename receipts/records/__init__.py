@@ -28,7 +28,7 @@ from receipts.records.source import SourceRecord
 from receipts.records.trial import AnyTrialRecord, TrialRecord, TrialRecordV1
 from receipts.records.verification import VerificationRecord, VerificationRecordV1
 from receipts.records.vm import VerifierVmRecord, VmRecord
-from receipts.records.worker import WorkerRecord, WorkerRequestRecord
+from receipts.records.worker import WorkerRecord, WorkerRequestRecord, WorkerRequestRecordV1
 
 __all__ = [
     "AgentRecord",
@@ -66,4 +66,5 @@ __all__ = [
     "VmRecord",
     "WorkerRecord",
     "WorkerRequestRecord",
+    "WorkerRequestRecordV1",
 ]

@@ -49,7 +49,7 @@ RequestOutcome = Literal[
     "error",
 ]
 
-WorkerErrorCode = Literal[
+WorkerErrorCodeV1 = Literal[
     "body_too_large",
     "content_length_required",
     "invalid_content_length",
@@ -72,7 +72,42 @@ WorkerErrorCode = Literal[
     "constraint_unavailable",
     "internal_error",
 ]
-"""The stable `error.code` of the worker's OpenAI-shaped error bodies."""
+"""The error codes of worker_request/1."""
+
+WorkerErrorCode = Literal[
+    "body_too_large",
+    "content_length_required",
+    "invalid_content_length",
+    "invalid_http_request",
+    "invalid_json",
+    "duplicate_key",
+    "non_finite_number",
+    "invalid_request",
+    "unsupported_tool_schema",
+    "model_not_found",
+    "context_length_exceeded",
+    "queue_full",
+    "insufficient_memory_headroom",
+    "headroom_unread",
+    "memory_pressure",
+    "deadline_exceeded",
+    "client_disconnected",
+    "shutting_down",
+    "invalid_model_output",
+    "constraint_unavailable",
+    "tool_argument_too_long",
+    "internal_error",
+]
+"""The stable `error.code` of the worker's OpenAI-shaped error bodies.
+`tool_argument_too_long`: a generated tool call held a string as long as the grammar's
+cap (`--max-string-chars`), where the grammar made it stop; the call may have been cut,
+so it is refused rather than returned shortened."""
+
+ToolsRendering = Literal["template", "generic", "none", "not_rendered"]
+"""How the request's tools, tool calls and tool results reached the model: `template` the
+model's chat template rendered them; `generic` the template cannot, so the worker wrote
+them in its generic format (docs/worker.md); `none` the request had no tools and no tool
+turns; `not_rendered` the request ended before its prompt was rendered."""
 
 Admission = Literal["admitted", "refused", "not_evaluated"]
 """`not_evaluated`: the request was rejected (bad input, queue full) before admission ran."""
@@ -97,9 +132,37 @@ class WorkerRecord(Record):
     duration_ms: Millis
 
 
-class WorkerRequestRecord(Record):
+class WorkerRequestRecordV1(Record):
+    """Version 1: written before the worker recorded how tools reached the model; the
+    audit still reads it (`Kind.legacy`)."""
+
     schema_: Literal["harness.receipt.worker_request/1"] = Field(
         "harness.receipt.worker_request/1", alias="schema"
+    )
+    index: Index
+    admission: Admission
+    headroom_bytes: ByteCount | None
+    need_bytes: ByteCount
+    floor_bytes: ByteCount
+    guard_bytes: ByteCount
+    deciding_scope: DecidingScope | None
+    outcome: RequestOutcome
+    error_code: WorkerErrorCodeV1 | None
+    http_status: Annotated[int, Field(ge=100, le=599)]
+    stream: bool
+    constraint_backend: ConstraintBackend
+    prompt_tokens: Count
+    cached_prompt_tokens: Count
+    completion_tokens: Count
+    time_to_first_token_ms: Millis | None
+    decode_ms: Millis
+    min_headroom_bytes: ByteCount | None
+    duration_ms: Millis
+
+
+class WorkerRequestRecord(Record):
+    schema_: Literal["harness.receipt.worker_request/2"] = Field(
+        "harness.receipt.worker_request/2", alias="schema"
     )
     index: Index
     admission: Admission
@@ -112,6 +175,7 @@ class WorkerRequestRecord(Record):
     error_code: WorkerErrorCode | None
     http_status: Annotated[int, Field(ge=100, le=599)]
     stream: bool
+    tools_rendering: ToolsRendering
     constraint_backend: ConstraintBackend
     prompt_tokens: Count
     cached_prompt_tokens: Count

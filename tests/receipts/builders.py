@@ -78,6 +78,7 @@ def _requests() -> tuple[WorkerRequestRecord, ...]:
             outcome="tool_calls",
             error_code=None,
             http_status=200,
+            tools_rendering="template",
             stream=False,
             constraint_backend="llguidance",
             prompt_tokens=100 + i,

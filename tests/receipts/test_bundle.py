@@ -26,8 +26,8 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: hoststate/3, its counts of items of no trial).
-GOLDEN_ZIP_SHA256 = "180383bfd96d6d84c48bc9ff15f0b6a38a014d21717b49b19fcfe38c3ae3b5bb"
+# update it in the same commit and say why (last: worker_request/2, its tools_rendering).
+GOLDEN_ZIP_SHA256 = "0a215af1d299d118cb420cbc4705e221d15ccfc33300c1e4658b8926402267b2"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

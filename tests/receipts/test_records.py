@@ -62,7 +62,7 @@ def test_every_kind_names_a_versioned_schema_of_its_own() -> None:
         name, _, version = schema_id.partition("/")
         assert version in {"1", "2", "3"}  # hoststate/3: no trial's items; memory/2
         assert name == f"harness.receipt.{kind.name.removesuffix('s')}" or schema_id in {
-            "harness.receipt.worker_request/1",
+            "harness.receipt.worker_request/2",
             "harness.receipt.agent_turn/1",
             "harness.receipt.tool_call/1",
             "harness.receipt.cleanup/1",
@@ -82,6 +82,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.hoststate/2",
         "harness.receipt.hoststate/1",
         "harness.receipt.memory/1",
+        "harness.receipt.worker_request/1",
         "harness.receipt.tool_call/1",
     ]
     for kind, model in legacy:

@@ -43,6 +43,44 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Gguf:
     return Gguf(result.path, result.sha256)
 
 
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+    "Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""SmolLM2-135M-Instruct's chat template, as its GGUF carries it: it renders `role` and
+`content` only, never `tools`, `tool_calls` or a tool result's meaning."""
+
+
+@pytest.fixture(scope="session")
+def plain_gguf(tmp_path_factory: pytest.TempPathFactory) -> Gguf:
+    """The tiny model's weights with SmolLM2's tool-blind template: what `make trial`
+    serves, at the tiny model's speed."""
+    root = tmp_path_factory.mktemp("worker-model-plain")
+    synthesize_tiny(root / "checkpoint")
+    config = root / "checkpoint" / "tokenizer_config.json"
+    data = json.loads(config.read_text())
+    data["chat_template"] = SMOLLM2_TEMPLATE
+    config.write_text(json.dumps(data))
+    result = convert(root / "checkpoint", root / "gguf", "f32")
+    return Gguf(result.path, result.sha256)
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Gguf:
+    """SmolLM2-135M-Instruct from the harness cache (`make setup` fills it; adopted, no
+    network): the real model whose template ignores tools."""
+    from harness.profiles import load_profile
+    from harness.trial.modelstage import prepare
+
+    prepared = prepare(load_profile("smollm2"), Path.home() / ".cache" / "harness")
+    assert prepared.gguf is not None, prepared.record.category
+    assert prepared.record.gguf_sha256 is not None
+    return Gguf(prepared.gguf, prepared.record.gguf_sha256)
+
+
 @dataclass
 class Worker:
     """A running worker process and clients for it."""
@@ -91,14 +129,20 @@ class Worker:
         return self.proc.returncode
 
 
-def start_worker(gguf: Gguf, directory: Path, *extra: str, port: bool = False) -> Worker:
-    """Start a worker and wait for its ready line (30 s at most)."""
+def start_worker(
+    gguf: Gguf, directory: Path, *extra: str, port: bool = False, command: str = "module"
+) -> Worker:
+    """Start a worker and wait for its ready line (30 s at most). *command*: `module`
+    (`python -m guest.worker`, as the guest runs it) or `cli` (`harness worker`)."""
     directory.mkdir(parents=True, exist_ok=True)
     sock = directory / "api.sock"
     records = directory / "records.jsonl"
     stderr_file = directory / "stderr.log"
+    entry = [sys.executable, "-m", "guest.worker"]
+    if command == "cli":
+        entry = [str(Path(sys.executable).with_name("harness")), "worker"]
     args = [
-        sys.executable, "-m", "guest.worker", "serve",
+        *entry, "serve",
         "--model", str(gguf.path), "--sha256", gguf.sha256,
         "--socket", str(sock), "--threads", "1", "--model-id", MODEL_ID,
         "--records", str(records), *extra,

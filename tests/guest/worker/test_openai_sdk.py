@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import httpx2
@@ -10,7 +12,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.guest.worker.conftest import MODEL_ID, READ_TOOL, Worker
+from tests.guest.worker.conftest import MODEL_ID, READ_TOOL, Gguf, Worker, start_worker
 
 
 @pytest.mark.integration
@@ -112,3 +114,108 @@ def test_sdk_streaming_tool_call_and_usage(shared_worker: Worker) -> None:
     assert record["stream"] is True
     assert record["completion_tokens"] == usage.completion_tokens
     assert record["prompt_tokens"] == usage.prompt_tokens
+
+
+NOTES_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read a text file of the project and return its lines.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "filePath": {"type": "string", "description": "path", "maxLength": 64}
+                },
+                "required": ["filePath"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "run_tests",
+            "description": "Run the project's tests.",
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+    },
+]
+
+
+@pytest.fixture
+def smollm2_worker(smollm2_gguf: Gguf, tmp_path: Path) -> Iterator[Worker]:
+    """SmolLM2 behind `harness worker serve`, the command a user runs."""
+    worker = start_worker(
+        smollm2_gguf, tmp_path / "smollm2", "--context", "4096", port=True, command="cli"
+    )
+    yield worker
+    worker.stop()
+
+
+@pytest.mark.integration
+def test_sdk_multi_turn_tool_round_trip_with_smollm2(smollm2_worker: Worker) -> None:
+    """call -> tool result -> answer, the SDK's own message objects echoed back as history.
+
+    SmolLM2's template ignores tools, so they reach it in the generic format; the first
+    turn forces a call (`required`: SmolLM2 135M does not choose one on `auto`), the
+    second leaves the choice to the model, which answers from the tool's result."""
+    assert smollm2_worker.port is not None
+    client = openai.OpenAI(
+        api_key="unused", base_url=f"http://127.0.0.1:{smollm2_worker.port}/v1", max_retries=0
+    )
+    messages: list[Any] = [
+        {"role": "system", "content": "You are a coding assistant. Use the tools."},
+        {"role": "user", "content": "What does the file notes.txt say? Read it."},
+    ]
+    first = client.chat.completions.create(
+        model=MODEL_ID,
+        messages=messages,
+        tools=cast(Any, NOTES_TOOLS),
+        tool_choice="required",
+        temperature=0,
+        max_tokens=80,
+    )
+    assert first.choices[0].finish_reason == "tool_calls"
+    message = first.choices[0].message
+    assert message.content is None
+    assert message.tool_calls is not None
+    call = message.tool_calls[0]
+    assert call.type == "function"
+    assert call.function.name == "read"
+    jsonschema.validate(
+        json.loads(call.function.arguments), NOTES_TOOLS[0]["function"]["parameters"]
+    )
+    assert first.system_fingerprint is not None
+    history = [
+        *messages,
+        message,  # content: null with tool_calls, exactly as the SDK echoes it
+        {"role": "tool", "tool_call_id": call.id, "content": "The meeting is at 10 am on Tuesday."},
+    ]
+    stream = client.chat.completions.create(
+        model=MODEL_ID,
+        messages=history,
+        tools=cast(Any, NOTES_TOOLS),
+        tool_choice="auto",
+        temperature=0,
+        max_tokens=60,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, finish, usage = "", None, None
+    for chunk in stream:
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            finish = c.finish_reason or finish
+            text += c.delta.content or ""
+    assert finish == "stop"
+    assert "10 am" in text
+    assert usage is not None
+    records = smollm2_worker.records()
+    assert [r["tools_rendering"] for r in records] == ["generic", "generic"]
+    assert [r["outcome"] for r in records] == ["tool_calls", "stop"]
+    # the tools are in the prompt (SmolLM2's own template would give ~40 tokens here)
+    assert records[0]["prompt_tokens"] > 200
+    # the second turn reuses the first's prompt from the KV cache
+    assert records[1]["cached_prompt_tokens"] >= records[0]["prompt_tokens"] - 1
+    assert usage.prompt_tokens == records[1]["prompt_tokens"]

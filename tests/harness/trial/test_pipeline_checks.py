@@ -30,7 +30,12 @@ from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
-from receipts.records import MemorySample, ToolCallRecord, VerificationRecord
+from receipts.records import (
+    MemorySample,
+    ToolCallRecord,
+    VerificationRecord,
+    WorkerRequestRecord,
+)
 from receipts.recordset import RecordSet
 from tests.harness.trial.guestfakes import agent_file, ended
 from tests.receipts.builders import accepted_model_trial, accepted_scripted_trial, replace
@@ -63,7 +68,9 @@ def _collect(trial: Trial, records: RecordSet, **singles: Any) -> None:
     calls = tuple(c for c in records.tool_calls if isinstance(c, ToolCallRecord))
     assert len(calls) == len(records.tool_calls), "a trial collects current records only"
     trial.records.turns, trial.records.tool_calls = records.agent_turns, calls
-    trial.worker_requests = records.worker_requests
+    requests = tuple(r for r in records.worker_requests if isinstance(r, WorkerRequestRecord))
+    assert len(requests) == len(records.worker_requests), "a trial collects current records only"
+    trial.worker_requests = requests
 
 
 def _bundle(trial: Trial, records: RecordSet) -> TrialResult:

@@ -1,0 +1,239 @@
+"""OpenAI conformance points real clients depend on (docs/worker.md, "Conformance").
+
+Every stream ends with a `finish_reason`, then usage when asked, then `[DONE]`, even
+one an error cut; non-final chunks carry `usage: null`; ids are random, so they never
+repeat after a restart; `system_fingerprint` names the GGUF and the build; a tool-call
+string that reached the grammar's cap is a closed error, never returned cut; and a
+cancelled request leaves the KV cache's common prefix for the retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guest.worker.app import _Sse
+from guest.worker.engine import JobResult
+from tests.guest.worker.conftest import MODEL_ID, READ_TOOL, Gguf, Worker, start_worker
+from tests.guest.worker.test_cancel import EOS, LONG_TEXT, request_bytes, wait_for_record
+
+STRING_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "write",
+        "parameters": {
+            "type": "object",
+            "properties": {"content": {"type": "string", "minLength": 4}},
+            "required": ["content"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def sse_events(raw: bytes) -> list[Any]:
+    """The `data:` payloads of an SSE body: parsed JSON, or the literal `[DONE]`."""
+    events: list[Any] = []
+    for block in raw.decode().split("\n\n"):
+        if block.startswith("data: "):
+            payload = block[len("data: ") :]
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+def test_a_stream_cut_by_the_deadline_ends_with_finish_reason_usage_and_done(
+    worker_factory: Callable[..., Worker],
+) -> None:
+    worker = worker_factory("--context", "32768", "--deadline-s", "1")
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 32000,
+        "logit_bias": {EOS: -100},
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with worker.client() as c:
+        response = c.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    events = sse_events(response.content)
+    assert events[-1] == "[DONE]"
+    usage, error, final = events[-2], events[-3], events[-4]
+    assert usage["choices"] == []
+    assert usage["usage"]["completion_tokens"] > 0
+    assert error["error"]["code"] == "deadline_exceeded"
+    assert final["choices"][0]["finish_reason"] == "length"
+    chunks = [e for e in events if isinstance(e, dict) and "choices" in e]
+    assert all(e["usage"] is None for e in chunks if e is not usage)
+    assert all(e["choices"][0]["finish_reason"] is None for e in chunks[:-2])
+    record = worker.records()[0]
+    assert record["outcome"] == "cancelled_deadline"
+    assert record["completion_tokens"] == usage["usage"]["completion_tokens"]
+
+
+def test_a_normal_stream_has_null_usage_until_the_usage_chunk_and_a_fingerprint(
+    worker_factory: Callable[..., Worker], tiny_gguf: Gguf
+) -> None:
+    worker = worker_factory()
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 6,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with worker.client() as c:
+        events = sse_events(c.post("/v1/chat/completions", json=body).content)
+        plain = c.post("/v1/chat/completions", json={**body, "stream": False}).json()
+    chunks = [e for e in events if isinstance(e, dict)]
+    assert [("usage" in e, e["usage"] is None) for e in chunks[:-1]] == [(True, True)] * (
+        len(chunks) - 1
+    )
+    assert chunks[-1]["usage"]["completion_tokens"] == 6
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    fingerprint = f"fp_{tiny_gguf.sha256[:16]}_llama-cpp-python-"
+    assert all(e["system_fingerprint"].startswith(fingerprint) for e in chunks)
+    assert plain["system_fingerprint"] == chunks[0]["system_fingerprint"]
+
+
+def test_ids_do_not_repeat_after_a_restart(tiny_gguf: Gguf, tmp_path: Path) -> None:
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "Read a file"}],
+        "tools": [READ_TOOL],
+        "tool_choice": {"type": "function", "function": {"name": "read"}},
+        "max_tokens": 120,
+        "seed": 3,
+    }
+    ids: list[str] = []
+    for run in range(2):
+        worker = start_worker(tiny_gguf, tmp_path / f"run{run}")
+        try:
+            with worker.client() as c:
+                for _ in range(2):
+                    answer = c.post("/v1/chat/completions", json=body).json()
+                    assert answer["choices"][0]["finish_reason"] == "tool_calls", answer
+                    ids.append(answer["id"])
+                    ids += [call["id"] for call in answer["choices"][0]["message"]["tool_calls"]]
+        finally:
+            worker.stop()
+    assert len(ids) == 8
+    assert len(set(ids)) == 8, ids
+
+
+def test_a_string_that_reached_the_grammar_cap_is_a_closed_error_not_a_cut_call(
+    worker_factory: Callable[..., Worker],
+) -> None:
+    """Cap 4 and `minLength` 4: every string the grammar allows is at the cap."""
+    worker = worker_factory("--max-string-chars", "4")
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "Write a file"}],
+        "tools": [STRING_TOOL],
+        "tool_choice": "required",
+        "max_tokens": 40,
+        "seed": 1,
+    }
+    with worker.client() as c:
+        response = c.post("/v1/chat/completions", json=body)
+        streamed = c.post("/v1/chat/completions", json={**body, "stream": True})
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "tool_argument_too_long"
+    assert streamed.status_code == 502  # nothing was sent before the call was refused
+    records = worker.records()
+    assert [(r["outcome"], r["error_code"]) for r in records] == [
+        ("invalid_model_output", "tool_argument_too_long")
+    ] * 2
+
+
+def test_a_string_at_the_schema_s_own_max_length_is_returned(
+    worker_factory: Callable[..., Worker],
+) -> None:
+    """The client's `maxLength` below the worker's cap is the client's limit, not a cut."""
+    worker = worker_factory("--max-string-chars", "8")
+    tool = json.loads(json.dumps(STRING_TOOL))
+    tool["function"]["parameters"]["properties"]["content"]["maxLength"] = 4
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "Write a file"}],
+        "tools": [tool],
+        "tool_choice": "required",
+        "max_tokens": 40,
+        "seed": 1,
+    }
+    with worker.client() as c:
+        response = c.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    call = response.json()["choices"][0]["message"]["tool_calls"][0]
+    assert len(json.loads(call["function"]["arguments"])["content"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "finish"),
+    [("invalid_model_output", 502, "error"), ("memory_pressure", 503, "error"),
+     ("deadline_exceeded", 504, "length")],
+)  # fmt: skip
+def test_every_cut_stream_gets_a_finish_reason(code: Any, status: int, finish: str) -> None:
+    """The closing sequence `_Sse.finish` sends after a started stream is cut."""
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    async def run() -> None:
+        sse = _Sse(send, "chatcmpl-x", MODEL_ID, "fp_x")
+        await sse.event({"content": "partial"}, None)
+        result = JobResult("error", status, code, prompt_tokens=3, completion_tokens=2)
+        await sse.finish(result, "call_x", {"prompt_tokens": 3, "completion_tokens": 2})
+
+    asyncio.run(run())
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    events = sse_events(body)
+    assert events[-1] == "[DONE]"
+    assert events[-2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
+    assert events[-3]["error"]["code"] == code
+    assert events[-4]["choices"][0]["finish_reason"] == finish
+
+
+def test_a_cancelled_prefill_leaves_its_prefix_for_the_retry(
+    worker_factory: Callable[..., Worker], tiny_gguf: Gguf, tmp_path: Path
+) -> None:
+    """A client that gives up mid-prompt and retries: the retry reuses what the
+    cancelled request prefilled (before, a cancel cleared the whole cache and every
+    retry started from zero), and answers exactly as a fresh worker does."""
+    worker = worker_factory("--context", "8192")
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": LONG_TEXT}],
+        "max_tokens": 8,
+        "temperature": 0,
+    }
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(worker.socket))
+        s.sendall(request_bytes(body))
+        time.sleep(1.0)
+        assert not worker.file_records(), "prefill finished before the disconnect"
+        s.shutdown(socket.SHUT_RDWR)
+    cancelled, _seen = wait_for_record(worker, 1)
+    assert cancelled["outcome"] == "cancelled_client"
+    with worker.client() as c:
+        retry = c.post("/v1/chat/completions", json=body)
+    assert retry.status_code == 200
+    record = worker.records()[1]
+    assert record["outcome"] == "length"
+    assert 512 <= record["cached_prompt_tokens"] < record["prompt_tokens"] - 1, record
+    fresh = start_worker(tiny_gguf, tmp_path / "fresh", "--context", "8192")
+    try:
+        with fresh.client() as c:
+            expected = c.post("/v1/chat/completions", json=body)
+        assert fresh.records()[0]["cached_prompt_tokens"] == 0
+    finally:
+        fresh.stop()
+    assert retry.json()["choices"][0]["message"] == expected.json()["choices"][0]["message"]
