@@ -8,7 +8,8 @@ VENV := .venv/bin
 setup:
 	@bash .ci/setup
 
-# The tests also run the worker inside the guest, which needs the guest's own wheel.
+# The tests also run the worker inside the guest, which needs the guest's own wheel, and
+# the worker's real-client test runs OpenCode from npm (installed once, pinned).
 setup-guest:
 	@bash .ci/setup --guest-wheel
 
