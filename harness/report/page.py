@@ -18,6 +18,7 @@ from receipts.records import (
     HostStateRecordV2,
     MemoryRecord,
     MemoryRecordV1,
+    WorkerRequestRecord,
 )
 from receipts.records.hoststate import excluded_trials, facet_exclusions, facet_unrelated
 from receipts.recordset import RecordSet
@@ -131,14 +132,27 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
     if records.worker_requests:
         sections.append(
             _table(
-                ["request", "admission", "scope", "outcome", "prompt", "completion", "ttft ms"],
+                [
+                    "request",
+                    "admission",
+                    "scope",
+                    "outcome",
+                    "tools",
+                    "prompt",
+                    "cached",
+                    "completion",
+                    "ttft ms",
+                ],
                 (
                     (
                         r.index,
                         r.admission,
                         r.deciding_scope or "-",
                         r.outcome,
+                        # how the tools reached the model (worker_request/1 did not say)
+                        r.tools_rendering if isinstance(r, WorkerRequestRecord) else "unrecorded",
                         r.prompt_tokens,
+                        r.cached_prompt_tokens,
                         r.completion_tokens,
                         r.time_to_first_token_ms if r.time_to_first_token_ms is not None else "-",
                     )

@@ -146,3 +146,12 @@ def test_a_current_receipt_counts_items_of_no_trial() -> None:
         _page(bundle_bytes(dataclasses.replace(records, hoststate=busy)))[0]
     )
     assert "<td>0 / 0</td><td>3 / 7</td></tr>" in section
+
+
+def test_the_request_table_says_how_tools_reached_the_model() -> None:
+    requests = accepted_model_trial().worker_requests
+    generic = tuple(r.model_copy(update={"tools_rendering": "generic"}) for r in requests)
+    html, _parsed = _page(bundle_bytes(dataclasses.replace(accepted_model_trial(),
+                                                           worker_requests=generic)))  # fmt: skip
+    assert "<th>tools</th>" in html
+    assert html.count("<td>generic</td>") == len(requests)
