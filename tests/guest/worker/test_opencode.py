@@ -10,9 +10,11 @@ What is forced, and why: SmolLM2-135M calls no tool on `auto`, so a relay
 (relay.py) names the tool of each turn (`read`, `edit`, `bash`, then `none`) and caps
 the tools' string arguments at 48 characters (greedy, it fills an `edit` string up to
 the output limit). The model chooses every argument; OpenCode runs every call with its
-own tools and sends the results back. Whether SmolLM2's arguments make sense (its paths
-are usually made up) is the model's quality, not this test's subject: the test checks
-that each call was parsed and run by OpenCode and that the conversation went on.
+own tools and sends the results back. Sampling is greedy through OpenCode's own agent
+setting (`temperature: 0`), so the exchange is the same on every run. Whether SmolLM2's
+arguments make sense (its paths are usually made up) is the model's quality, not this
+test's subject: the test checks that each call was parsed and run by OpenCode and that
+the conversation went on.
 """
 
 from __future__ import annotations
@@ -64,11 +66,17 @@ def _config(path: Path, port: int) -> None:
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "harness",
                 "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "unused"},
-                "models": {MODEL_ID: {"name": MODEL_ID, "limit": {"context": 8192, "output": 256}}},
+                "models": {
+                    MODEL_ID: {
+                        "name": MODEL_ID,
+                        "temperature": True,
+                        "limit": {"context": 8192, "output": 256},
+                    }
+                },
             }
         },
         "permission": {"*": "allow", **dict.fromkeys(DENIED, "deny")},
-        "agent": {"build": {"prompt": "You are a coding agent. Use the tools."}},
+        "agent": {"build": {"prompt": "You are a coding agent. Use the tools.", "temperature": 0}},
         "autoupdate": False,
         "share": "disabled",
     }
@@ -119,6 +127,7 @@ def test_opencode_read_edit_run_tests_round_trip(smollm2_gguf: Gguf, tmp_path: P
     assert texts and texts[-1].strip()
     # the conversation carried every call and its result back to the worker
     assert len(relay.seen) == 4
+    assert all(r["temperature"] == 0 for r in relay.seen)  # greedy, by OpenCode's own config
     last = relay.seen[-1]["messages"]
     roles = [m["role"] for m in last]
     assert roles[-6:] == ["assistant", "tool", "assistant", "tool", "assistant", "tool"]
