@@ -22,7 +22,8 @@ from guest.worker.engine import Engine, EngineConfig
 from guest.worker.loader import LoadError, LoadOptions, load_model
 from guest.worker.records import RecordLog
 from guest.worker.schema_grammar import Limits
-from guest.worker.server import bind_loopback, bind_unix, serve
+from guest.worker.server import ConnectionLimits, bind_loopback, bind_unix, serve
+from guest.worker.toolprep import ToolLimits
 from receipts.canonical import canonical
 from receipts.log import configure_logging
 
@@ -46,6 +47,13 @@ def _nonnegative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not (0 < value <= 86_400):
+        raise argparse.ArgumentTypeError("must be in (0, 86400] seconds")
     return value
 
 
@@ -110,6 +118,36 @@ def parser(prog: str = "python -m guest.worker") -> argparse.ArgumentParser:
         help="longest string a tool-call argument may hold",
     )
     s.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=ConnectionLimits.max_connections,
+        help="open connections beyond this are answered 503 and closed",
+    )
+    s.add_argument(
+        "--header-timeout-s",
+        type=_seconds,
+        default=ConnectionLimits.header_timeout_s,
+        help="a request's headers must arrive within this (408, connection closed)",
+    )
+    s.add_argument(
+        "--body-timeout-s",
+        type=_seconds,
+        default=ConnectionLimits.body_timeout_s,
+        help="a request's body must arrive within this after its headers (408)",
+    )
+    s.add_argument(
+        "--keepalive-s",
+        type=_seconds,
+        default=ConnectionLimits.keepalive_s,
+        help="an idle kept-alive connection is closed after this",
+    )
+    s.add_argument(
+        "--tool-compile-s",
+        type=_seconds,
+        default=ToolLimits.seconds,
+        help="time limit for checking and compiling a request's tool schemas (400 past it)",
+    )
+    s.add_argument(
         "--log-format", choices=("console", "json"), default="json", help="log rendering on stderr"
     )
     return p
@@ -127,7 +165,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m guest.worker") ->
         log.error("worker.load_failed", category=exc.category)  # noqa: TRY400 - no traceback text
         return EXIT_LOAD_FAILED
     log.info("worker.loaded", sha256=model.sha256, duration_ms=model.load_ms)
-    factory = ConstraintFactory(model.vocab, model.n_vocab, args.constraint)
+    # The matcher cache outlives every admitted request's compile (see ConstraintFactory).
+    factory = ConstraintFactory(
+        model.vocab, model.n_vocab, args.constraint, min_entries=args.queue_depth + 2
+    )
     if args.constraint == "llguidance":
         factory.tokenizer()  # built once now, not inside the first request
     engine = Engine(
@@ -139,7 +180,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m guest.worker") ->
     model_id = args.model_id or f"gguf-{model.sha256[:12]}"
     chat = ChatEndpoint(
         engine,
-        ApiConfig(model_id, float(args.deadline_s), args.queue_depth, limits),
+        ApiConfig(
+            model_id,
+            float(args.deadline_s),
+            args.queue_depth,
+            limits,
+            ToolLimits(seconds=args.tool_compile_s),
+            args.body_timeout_s,
+        ),
         RecordLog(args.records),
     )
     sockets = []
@@ -153,7 +201,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m guest.worker") ->
     sys.stdout.write(canonical({"ready": True, "port": port, "model": model_id}).decode() + "\n")
     sys.stdout.flush()
     try:
-        serve(chat, sockets)
+        serve(
+            chat,
+            sockets,
+            ConnectionLimits(
+                max_connections=args.max_connections,
+                header_timeout_s=args.header_timeout_s,
+                body_timeout_s=args.body_timeout_s,
+                keepalive_s=args.keepalive_s,
+            ),
+        )
     finally:
         chat.records.close()
         if args.socket is not None:

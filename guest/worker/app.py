@@ -12,17 +12,19 @@ wait for it, beyond which the answer is 429.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
+import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import llama_cpp
 import structlog
-from jsonschema.protocols import Validator
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -33,11 +35,10 @@ from starlette.routing import Route
 from guest.worker.api_models import ChatRequest, NamedToolChoice, stop_strings, template_messages
 from guest.worker.engine import Engine, Job, JobResult
 from guest.worker.errors import HttpErrorCode, error_body
-from guest.worker.grammar import Grammar
 from guest.worker.records import RecordLog
-from guest.worker.schema_grammar import Limits, UnsupportedSchema
-from guest.worker.toolcall import SchemaInvalid, schema_validator
-from guest.worker.toolgrammar import Mode, ToolSpec, build_tool_grammar
+from guest.worker.schema_grammar import Limits
+from guest.worker.toolgrammar import Mode, ToolSpec
+from guest.worker.toolprep import ToolLimits, ToolPreparer, ToolRequest, ToolsRefused
 from receipts.records.worker import RequestOutcome, WorkerErrorCode
 from receipts.strictjson import StrictJsonError, StrictJsonKind, loads_strict
 
@@ -47,6 +48,26 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY_BYTES = 8 << 20
+MAX_CONTAINERS = 1 << 16
+MAX_COMMAS = 1 << 20
+"""Upper bounds on `{`+`[` and on `,` in a body, counted on the raw bytes (string
+contents included, so they over-count) before it is parsed. Why: the JSON parser holds
+the GIL while it builds objects (measured 0.2-0.4 s for 8 MB of `[0,0,...]`, and
+collections over 600,000 parsed objects stalled `/health` for 1.4 s). No body that fits
+a context this worker serves comes near either bound (65,536 braces or brackets, a
+million commas); `bytes.count` takes a few ms on 8 MB."""
+_BODY_UNREAD: frozenset[WorkerErrorCode] = frozenset(
+    {
+        "shutting_down",
+        "content_length_required",
+        "invalid_content_length",
+        "body_too_large",
+        "queue_full",
+        "request_timeout",
+        "client_disconnected",
+    }
+)
+"""Refusals sent before the body was read to its end (the response closes the connection)."""
 JSON_HEADERS = [(b"content-type", b"application/json")]
 log = structlog.get_logger("guest.worker")
 
@@ -57,6 +78,9 @@ class ApiConfig:
     deadline_s: float
     queue_depth: int
     limits: Limits
+    tool_limits: ToolLimits = field(default_factory=ToolLimits)
+    body_timeout_s: float = 30.0
+    """From the end of the headers to the last byte of the body (docs/worker-limits.md)."""
 
 
 _BODY_ERROR: dict[StrictJsonKind, WorkerErrorCode] = {
@@ -72,18 +96,77 @@ class Rejected(Exception):
     def __init__(self, status: int, code: WorkerErrorCode, param: str | None = None) -> None:
         super().__init__(code)
         self.status, self.code, self.param = status, code, param
+        self.stream = False
+        """Whether the request asked to stream (known once its body is parsed)."""
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A `\\uD800`-`\\uDFFF` escape: the only way a surrogate gets into parsed JSON (the
+body is strict UTF-8). Pairs are fine; only when one appears is the tree walked."""
+
+
+def lone_surrogate(obj: Any) -> tuple[str, ...] | None:
+    """Where a string holding a lone surrogate is (`messages.3`, `tools`...), or None.
+
+    Such a string cannot be encoded as UTF-8 for the tokenizer; found at the edge it is
+    a 400, not a 500 from deep inside generation. The location names only request
+    fields and indexes, never a key the client chose.
+    """
+    stack: list[tuple[Any, tuple[str, ...]]] = [(obj, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return path
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                known = not path and key in ChatRequest.model_fields
+                stack.append((key, path))
+                stack.append((value, (*path, key) if known else path))
+        elif isinstance(item, list):
+            top = path in (("messages",), ("tools",))
+            stack.extend((v, (*path, str(i)) if top else path) for i, v in enumerate(item))
+    return None
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a body is parsed (on the prep thread).
+
+    Why: parsing creates one object per JSON value, and the collections those
+    allocations trigger hold the GIL, so the event loop stalled for as long as a
+    collection ran: measured up to 1.4 s of `/health` latency while an 8 MB body of
+    600,000 objects was parsed, 22 ms with the collector off (JSON values form no
+    cycles; reference counting frees them as before).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def parse_body(body: bytes) -> ChatRequest:
     """Strict JSON (`receipts.strictjson`: no duplicate keys, no NaN/Infinity, no
     overflowing floats) into `ChatRequest`, or `Rejected`."""
+    if body.count(b"{") + body.count(b"[") > MAX_CONTAINERS or body.count(b",") > MAX_COMMAS:
+        raise Rejected(400, "request_too_complex")
     try:
-        obj = loads_strict(body)
+        with _collector_paused():
+            obj = loads_strict(body)
     except StrictJsonError as exc:
         param = None if exc.key is None else exc.key[:64]  # set only for duplicate_key
         raise Rejected(400, _BODY_ERROR[exc.kind], param) from exc
     if not isinstance(obj, dict):
         raise Rejected(400, "invalid_request")
+    if _SURROGATE_ESCAPE.search(body):
+        where = lone_surrogate(obj)
+        if where is not None:
+            raise Rejected(400, "invalid_request", ".".join(where) or None)
     try:
         return ChatRequest.model_validate(obj)
     except ValidationError as exc:
@@ -111,11 +194,17 @@ def _content_length(scope: Scope) -> int:
     return length
 
 
-async def _read_body(receive: Receive, length: int) -> bytes:
+async def _read_body(receive: Receive, length: int, timeout_s: float) -> bytes:
+    """The body, at most *length* bytes, all of it within *timeout_s* (a slow upload
+    holds a queue slot and up to `MAX_BODY_BYTES` of memory: both are bounded in time)."""
+    deadline = time.monotonic() + timeout_s
     chunks: list[bytes] = []
     total = 0
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+        except TimeoutError:
+            raise Rejected(408, "request_timeout") from None
         if message["type"] == "http.disconnect":
             raise Rejected(400, "client_disconnected")
         chunk = message.get("body", b"")
@@ -127,14 +216,44 @@ async def _read_body(receive: Receive, length: int) -> bytes:
             return b"".join(chunks)
 
 
+def _rejection(rej: Rejected) -> JobResult:
+    outcome: RequestOutcome = "rejected_invalid_request"
+    if rej.code == "queue_full":
+        outcome = "refused_queue_full"
+    elif rej.code == "shutting_down":
+        outcome = "cancelled_shutdown"
+    elif rej.code == "constraint_unavailable":
+        outcome = "error"
+    return JobResult(outcome, rej.status, rej.code)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    job: Job
+    stream: bool
+    include_usage: bool
+
+
 class ChatEndpoint:
-    """`POST /v1/chat/completions` as an ASGI app."""
+    """`POST /v1/chat/completions` as an ASGI app.
+
+    Admission order (issue 14): shutdown, framing, then a queue slot is taken before a
+    byte of the body is read, so at most `1 + queue_depth` bodies are buffered and at
+    most that many requests are parsed and compiled at once; parsing and tool
+    compilation run on the `worker-prep` thread, never on the event loop (`/health`
+    answers while they run). Every path, including an unexpected exception, ends in
+    one record for the request's index and a JSON body.
+    """
 
     def __init__(self, engine: Engine, config: ApiConfig, records: RecordLog) -> None:
         self.engine = engine
         self.config = config
         self.records = records
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-gen")
+        self.prep = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-prep")
+        self.tools = ToolPreparer(
+            engine.factory, config.limits, config.tool_limits, engine.vocab.special_tags
+        )
         self.pending = 0
         self.closing = False
         self.jobs: set[Job] = set()
@@ -153,42 +272,76 @@ class ChatEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         received = time.monotonic()
         index = self.records.allocate()
+        sent = _SentTracker(send)
         stream = False
+        reserved = recorded = False
         try:
-            request = await self._accept(scope, receive)
-            stream = bool(request.stream)
-            job = self._job(request, received)
-        except Rejected as rej:
-            outcome: RequestOutcome = "rejected_invalid_request"
-            if rej.code == "queue_full":
-                outcome = "refused_queue_full"
-            elif rej.code == "shutting_down":
-                outcome = "cancelled_shutdown"
-            self._record(index, JobResult(outcome, rej.status, rej.code), stream, received)
-            await _send_json(send, rej.status, error_body(rej.status, rej.code, rej.param))
-            return
-        self.pending += 1
-        self.jobs.add(job)
-        try:
-            if stream:
-                include_usage = bool(
-                    request.stream_options and request.stream_options.include_usage
-                )
-                result = await self._stream(job, index, receive, send, include_usage)
-            else:
-                result = await self._run(job, receive)
-                await self._respond(send, index, result)
+            try:
+                length = self._admission(scope)
+                self.pending += 1
+                reserved = True
+                body = await _read_body(receive, length, self.config.body_timeout_s)
+                loop = asyncio.get_running_loop()
+                prepared = await loop.run_in_executor(self.prep, self._prepare, body, received)
+            except Rejected as rej:
+                self._record(index, _rejection(rej), rej.stream, received)
+                recorded = True
+                # Answered before the body was read to its end: the connection is closed.
+                body = error_body(rej.status, rej.code, rej.param)
+                await _send_json(sent, rej.status, body, close=rej.code in _BODY_UNREAD)
+                return
+            stream = prepared.stream
+            result = await self._serve(prepared, index, receive, sent)
+            self._record(index, result, stream, received)
+            recorded = True
+        except asyncio.CancelledError:
+            if not recorded:
+                cancelled = JobResult("cancelled_shutdown", 503, "shutting_down")
+                self._record(index, cancelled, stream, received)
+            raise
+        except Exception:
+            log.exception("worker.internal_error")
+            if not recorded:
+                self._record(index, JobResult("error", 500, "internal_error"), stream, received)
+            if not sent.started:
+                await _send_json(sent, 500, error_body(500, "internal_error"), close=True)
         finally:
-            self.pending -= 1
-            self.jobs.discard(job)
-        self._record(index, result, stream, received)
+            if reserved:
+                self.pending -= 1
 
-    async def _accept(self, scope: Scope, receive: Receive) -> ChatRequest:
-        """Headers, body and schema checks, in that order; `Rejected` on the first failure."""
+    def _admission(self, scope: Scope) -> int:
+        """Shutdown, framing and the queue, before any body byte is read: the length."""
         if self.closing:
             raise Rejected(503, "shutting_down")
         length = _content_length(scope)
-        return parse_body(await _read_body(receive, length))
+        if self.pending >= 1 + self.config.queue_depth:
+            raise Rejected(429, "queue_full")
+        return length
+
+    async def _serve(
+        self, prepared: _Prepared, index: int, receive: Receive, send: Send
+    ) -> JobResult:
+        job = prepared.job
+        self.jobs.add(job)
+        try:
+            if prepared.stream:
+                return await self._stream(job, index, receive, send, prepared.include_usage)
+            result = await self._run(job, receive)
+            await self._respond(send, index, result)
+            return result
+        finally:
+            self.jobs.discard(job)
+
+    def _prepare(self, body: bytes, received: float) -> _Prepared:
+        """Parse and check the body, prepare its tools (on the `worker-prep` thread)."""
+        request = parse_body(body)
+        stream = bool(request.stream)
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+        try:
+            return _Prepared(self._job(request, received), stream, include_usage)
+        except Rejected as rej:
+            rej.stream = stream
+            raise
 
     def _job(self, request: ChatRequest, received: float) -> Job:
         if request.model != self.config.model_id:
@@ -203,52 +356,28 @@ class ChatEndpoint:
             if choice.function.name not in names:
                 raise Rejected(400, "invalid_request", "tool_choice")
             mode = "required"
+            selected = frozenset({choice.function.name})
         else:
             mode = choice or "auto"
+            selected = frozenset(names)
         if mode == "required" and not tools:
             raise Rejected(400, "invalid_request", "tool_choice")
-        selected = [
-            t
-            for t in tools
-            if not isinstance(choice, NamedToolChoice) or t.function.name == choice.function.name
-        ]
-        validators: dict[str, Validator] = {}
-        specs: list[ToolSpec] = []
-        for i, tool in enumerate(tools):
-            try:
-                validator = schema_validator(tool.function.parameters)
-            except SchemaInvalid as exc:
-                raise Rejected(
-                    400, "unsupported_tool_schema", f"tools.{i}.function.parameters"
-                ) from exc
-            if tool in selected:
-                validators[tool.function.name] = validator
-                specs.append(ToolSpec(tool.function.name, tool.function.parameters))
-        grammars: tuple[Grammar, Grammar] | None = None
-        if tools:
-            try:
-                grammars = (
-                    build_tool_grammar(
-                        specs, mode, self.config.limits, special_tags=self.engine.vocab.special_tags
-                    ),
-                    build_tool_grammar(specs, mode, self.config.limits, special_tags=False),
-                )
-            except UnsupportedSchema as exc:
-                raise Rejected(
-                    400, "unsupported_tool_schema", f"tools.parameters.{exc.keyword}"
-                ) from exc
         bias: dict[int, float] = {}
         for key, value in (request.logit_bias or {}).items():
             if not key.isdigit() or int(key) >= self.engine.vocab.n_vocab:
                 raise Rejected(400, "invalid_request", "logit_bias")
             bias[int(key)] = value
-        if self.pending >= 1 + self.config.queue_depth:
-            raise Rejected(429, "queue_full")
+        specs = tuple(ToolSpec(t.function.name, t.function.parameters) for t in tools)
+        try:
+            prepared = self.tools.prepare(ToolRequest(specs, selected, mode))
+        except ToolsRefused as exc:
+            status = 500 if exc.code == "constraint_unavailable" else 400
+            raise Rejected(status, exc.code, exc.param) from exc
         return Job(
             messages=template_messages(request),
             tools=[t.model_dump(exclude_none=True) for t in tools] or None,
-            grammars=grammars,
-            validators=validators,
+            grammars=prepared.grammars,
+            validators=prepared.validators,
             max_tokens=request.max_completion_tokens or request.max_tokens,
             temperature=1.0 if request.temperature is None else request.temperature,
             top_p=1.0 if request.top_p is None else request.top_p,
@@ -491,10 +620,26 @@ async def _send_body(send: Send, body: bytes, more: bool) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": more})
 
 
-async def _send_json(send: Send, status: int, body: bytes) -> None:
+async def _send_json(send: Send, status: int, body: bytes, close: bool = False) -> None:
     headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await _send_body(send, body, more=False)
+
+
+class _SentTracker:
+    """The ASGI `send`, remembering whether a response has started (so the catch-all
+    knows whether a JSON 500 can still be sent)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
 
 
 def _json(status: int, body: bytes) -> Response:

@@ -167,16 +167,31 @@ def validate_gbnf(vocab: llama_cpp.llama_vocab_p, gbnf: str) -> llama_cpp.llama_
 
 
 class ConstraintFactory:
-    """Per-model cache of the llguidance tokenizer and of compiled matchers."""
+    """Per-model cache of the llguidance tokenizer and of compiled matchers.
+
+    `prepare` builds a request's matcher on the compile thread (llguidance drops the
+    GIL while it builds: measured worst ticker gap 6 ms during a 1.8 s build) and
+    `create`, on the generation thread, finds it in the cache. The cache holds at least
+    `min_entries` matchers, which the server sets above the number of requests that can
+    be admitted at once, so a prepared matcher is still there when its request runs
+    (a miss would only build it again, within the same llguidance limits).
+    """
 
     CACHE_SIZE = 32
 
-    def __init__(self, vocab: llama_cpp.llama_vocab_p, n_vocab: int, backend: BackendName) -> None:
+    def __init__(
+        self,
+        vocab: llama_cpp.llama_vocab_p,
+        n_vocab: int,
+        backend: BackendName,
+        min_entries: int = 0,
+    ) -> None:
         self._vocab = vocab
         self._n_vocab = n_vocab
         self.backend: BackendName = backend
         self._tokenizer: llguidance.LLTokenizer | None = None
         self._matchers: OrderedDict[str, llguidance.LLMatcher] = OrderedDict()
+        self._size = max(self.CACHE_SIZE, min_entries)
         self._lock = threading.Lock()
 
     def tokenizer(self) -> llguidance.LLTokenizer:
@@ -188,30 +203,37 @@ class ConstraintFactory:
                 )
             return self._tokenizer
 
-    def _matcher(self, lark: str) -> llguidance.LLMatcher:
+    def _compiled(self, lark: str) -> llguidance.LLMatcher:
+        """The cached matcher for *lark*, built once (no separate validation pass: a
+        grammar llguidance refuses leaves the matcher in its error state)."""
         tokenizer = self.tokenizer()
         with self._lock:
             cached = self._matchers.get(lark)
             if cached is not None:
                 self._matchers.move_to_end(lark)
-                return cached.deep_copy()
+                return cached
         grammar = llguidance.LLMatcher.grammar_from_lark(lark)
-        is_error, _messages = llguidance.LLMatcher.validate_grammar_with_warnings(
-            grammar, tokenizer
-        )
-        if is_error:
-            raise ConstraintUnavailable("llguidance")
         matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if matcher.is_error():
             raise ConstraintUnavailable("llguidance")
         with self._lock:
             self._matchers[lark] = matcher
-            while len(self._matchers) > self.CACHE_SIZE:
+            while len(self._matchers) > self._size:
                 self._matchers.popitem(last=False)
-        return matcher.deep_copy()
+        return matcher
+
+    def prepare(self, grammar_special: Grammar, grammar_plain: Grammar) -> None:
+        """Everything `create` needs that does not depend on the request's turn: the
+        rendering and, for llguidance, the compiled matcher. Runs off the event loop.
+        A GBNF is only rendered here; llama.cpp parses it once, in `create`."""
+        if self.backend == "llguidance":
+            self._compiled(grammar_special.to_lark())
+        else:
+            grammar_plain.to_gbnf()
 
     def create(self, grammar_special: Grammar, grammar_plain: Grammar) -> Constraint:
         """A fresh constraint; llguidance gets the special-token form, GBNF the plain one."""
         if self.backend == "llguidance":
-            return LlguidanceConstraint(self._matcher(grammar_special.to_lark()), self._n_vocab)
+            matcher = self._compiled(grammar_special.to_lark()).deep_copy()
+            return LlguidanceConstraint(matcher, self._n_vocab)
         return GbnfConstraint(validate_gbnf(self._vocab, grammar_plain.to_gbnf()), self._n_vocab)

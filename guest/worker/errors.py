@@ -12,7 +12,9 @@ from typing import Final, Literal
 from receipts.canonical import canonical
 from receipts.records.worker import WorkerErrorCode
 
-HttpErrorCode = WorkerErrorCode | Literal["not_found", "method_not_allowed"]
+HttpErrorCode = WorkerErrorCode | Literal["not_found", "method_not_allowed", "too_many_connections"]
+"""Codes outside `WorkerErrorCode` answer no chat request (an unknown route, a connection
+refused over the limit), so no request record carries them."""
 
 MESSAGES: Final[dict[str, str]] = {
     "body_too_large": "Request body exceeds the size limit.",
@@ -24,6 +26,10 @@ MESSAGES: Final[dict[str, str]] = {
     "non_finite_number": "The body contains NaN or an infinite number.",
     "invalid_request": "Invalid value for a request parameter.",
     "unsupported_tool_schema": "A tool's parameters schema uses an unsupported keyword.",
+    "tool_schema_too_complex": "A tool's parameters schema exceeds the worker's compile limits.",
+    "request_timeout": "The request was not received in time.",
+    "request_too_complex": "The body holds more JSON values than the worker parses.",
+    "too_many_connections": "Too many open connections; retry later.",
     "model_not_found": "The requested model is not served here.",
     "context_length_exceeded": "The prompt and max_tokens exceed the context length.",
     "queue_full": "Too many requests are queued; retry later.",
@@ -45,6 +51,7 @@ _TYPES: Final[dict[int, str]] = {
     400: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
 }

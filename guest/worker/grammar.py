@@ -14,7 +14,7 @@ syntax in Lark and as literal text in GBNF (llama.cpp matches token pieces).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 
@@ -80,16 +80,27 @@ class Grammar:
 
     rules: tuple[tuple[str, GNode], ...]
     start: str = "start"
+    _rendered: dict[str, str] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    """Each rendering is made once: the compile step renders it off the event loop and
+    the generation thread finds it here (and the matcher cache keyed by it)."""
 
     def to_lark(self) -> str:
-        lines = [f"start: {_lark(Ref(self.start))}"] if self.start != "start" else []
-        lines += [f"{name}: {_lark(node)}" for name, node in self.rules]
-        return "\n".join(lines) + "\n"
+        text = self._rendered.get("lark")
+        if text is None:
+            lines = [f"start: {_lark(Ref(self.start))}"] if self.start != "start" else []
+            lines += [f"{name}: {_lark(node)}" for name, node in self.rules]
+            text = self._rendered["lark"] = "\n".join(lines) + "\n"
+        return text
 
     def to_gbnf(self) -> str:
-        lines = [f"root ::= {_gbnf(Ref(self.start))}"]
-        lines += [f"{name} ::= {_gbnf(node)}" for name, node in self.rules]
-        return "\n".join(lines) + "\n"
+        text = self._rendered.get("gbnf")
+        if text is None:
+            lines = [f"root ::= {_gbnf(Ref(self.start))}"]
+            lines += [f"{name} ::= {_gbnf(node)}" for name, node in self.rules]
+            text = self._rendered["gbnf"] = "\n".join(lines) + "\n"
+        return text
 
 
 # -- Lark rendering -----------------------------------------------------------------

@@ -1,10 +1,18 @@
 """Serve the app with uvicorn on a Unix socket and/or 127.0.0.1, and shut down promptly.
 
-Two uvicorn behaviours are replaced. A request h11 cannot frame (negative or
+Three uvicorn behaviours are replaced. A request h11 cannot frame (negative or
 non-numeric Content-Length, bad headers) gets the same OpenAI-shaped JSON error as
-every other bad input instead of uvicorn's plain-text 400. And a shutdown signal
-cancels the running generation through the abort callback at once (cancelled_shutdown)
-instead of waiting for it to finish before closing.
+every other bad input instead of uvicorn's plain-text 400. A shutdown signal cancels
+the running generation through the abort callback at once (cancelled_shutdown) instead
+of waiting for it to finish before closing. And a connection is bounded where uvicorn
+leaves it open (issue 14: 200 slowloris connections stayed open forever): a connection
+beyond `max_connections` is answered 503 and closed at once, and a request's headers
+(from the connection's first byte, or a kept-alive connection's next byte) and body
+must each arrive within their timeout, or the connection is answered 408 and closed.
+What uvicorn/h11 already bound is configured, not rewritten: idle keep-alive
+(`timeout_keep_alive`), header bytes (`h11_max_incomplete_event_size`) and buffered body
+bytes (uvicorn stops reading a connection while more than 64 KiB of its body waits
+for the app). Limits and their defaults: docs/worker-limits.md.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import os
 import signal
 import socket
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -26,7 +35,35 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from guest.worker.app import ChatEndpoint, build_app
-from guest.worker.errors import error_body
+from guest.worker.errors import HttpErrorCode, error_body
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Per-server connection bounds (docs/worker-limits.md)."""
+
+    max_connections: int = 64
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    """The app answers a late chat body itself (recorded); this backstop, 2 s later,
+    closes any connection still sending a body (e.g. to an endpoint that reads none)."""
+    keepalive_s: float = 5.0
+    max_header_bytes: int = 64 * 1024
+
+
+BACKSTOP_GRACE_S = 2.0
+_REASONS = {408: b"Request Timeout", 503: b"Service Unavailable"}
+
+
+def raw_json_response(status: int, code: HttpErrorCode) -> bytes:
+    """A complete HTTP/1.1 JSON error response that closes the connection, written
+    below h11 (which cannot answer a request it has not yet received)."""
+    body = error_body(status, code)
+    head = (
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n"
+    ) % (status, _REASONS[status], len(body))
+    return head + body
 
 
 class JsonErrorH11Protocol(H11Protocol):
@@ -59,6 +96,82 @@ class JsonErrorH11Protocol(H11Protocol):
         self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
         self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
         self.transport.close()
+
+
+class GuardedH11Protocol(JsonErrorH11Protocol):
+    """The JSON-error protocol with a connection limit and header/body read deadlines.
+
+    One timer per connection: armed for the headers when the connection opens and when
+    the first byte of a kept-alive connection's next request arrives, re-armed for the
+    body once the headers are in, cancelled when the request has been read to its end.
+    """
+
+    limits: ConnectionLimits = ConnectionLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._phase: str | None = None
+        self._refused = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            self._refused = True
+            transport.write(raw_json_response(503, "too_many_connections"))
+            transport.close()
+            return
+        self._arm("headers", self.limits.header_timeout_s)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._phase is None and self.conn.their_state is h11.IDLE:
+            self._arm("headers", self.limits.header_timeout_s)
+        super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.SEND_BODY and self._phase == "headers":
+            self._arm("body", self.limits.body_timeout_s + BACKSTOP_GRACE_S)
+        elif state is not h11.IDLE and state is not h11.SEND_BODY:
+            self._disarm()
+
+    def _arm(self, phase: str, seconds: float) -> None:
+        self._disarm()
+        self._phase = phase
+        self._read_timer = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+        self._read_timer = None
+        self._phase = None
+
+    def _expired(self) -> None:
+        """408 and close, unless this request's answer has already gone out (then only
+        close: a second response would be garbage to the client)."""
+        phase = self._phase
+        self._read_timer = None
+        self._phase = None
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        answered = (
+            cycle is not None
+            and cycle.response_started
+            and not (phase == "headers" and cycle.response_complete)
+        )
+        if not answered:
+            self.transport.write(raw_json_response(408, "request_timeout"))
+        self.transport.close()
+
+
+def protocol_for(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """The protocol class uvicorn instantiates per connection, bound to *limits*."""
+    return type("WorkerH11Protocol", (GuardedH11Protocol,), {"limits": limits})
 
 
 class WorkerServer(uvicorn.Server):
@@ -110,17 +223,21 @@ def bind_loopback(port: int) -> socket.socket:
     return sock
 
 
-def serve(chat: ChatEndpoint, sockets: list[socket.socket]) -> None:
+def serve(
+    chat: ChatEndpoint, sockets: list[socket.socket], limits: ConnectionLimits | None = None
+) -> None:
     """Run until SIGINT/SIGTERM; in-flight requests are cancelled, not awaited."""
+    limits = limits or ConnectionLimits()
     config = uvicorn.Config(
         build_app(chat),
-        http=JsonErrorH11Protocol,
+        http=protocol_for(limits),
         ws="none",
         lifespan="off",
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
-        h11_max_incomplete_event_size=64 * 1024,
+        timeout_keep_alive=limits.keepalive_s,  # type: ignore[arg-type]
+        h11_max_incomplete_event_size=limits.max_header_bytes,
     )
     # uvicorn's loggers would print tracebacks (which can quote input): silence them;
     # the app logs its own closed events.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from guest.worker.grammar import Alt, Chars, GNode, Grammar, Lit, Ref, Rep, Seq, Special, Terminal
-from guest.worker.schema_grammar import Limits, SchemaCompiler, UnsupportedSchema
+from guest.worker.schema_grammar import CompileBudget, Limits, SchemaCompiler, UnsupportedSchema
 
 CALL_OPEN: Final = "<tool_call>"
 CALL_CLOSE: Final = "</tool_call>"
@@ -57,18 +57,26 @@ def text_without(pattern: str, max_units: int) -> GNode:
     return Terminal(Seq((Rep(unit, 0, max_units), Rep(prefix_any, 0, 1))))
 
 
-def build_tool_grammar(
-    tools: list[ToolSpec], mode: Mode, limits: Limits, *, special_tags: bool
-) -> Grammar:
-    """The grammar for *tools*: `required` drops the text alternative, `none` the calls.
+def build_tool_grammars(
+    tools: list[ToolSpec],
+    mode: Mode,
+    limits: Limits,
+    *,
+    special_tags: bool,
+    budget: CompileBudget | None = None,
+) -> tuple[Grammar, Grammar]:
+    """The grammars for *tools*, from one compile: (llguidance form, GBNF form).
 
-    `special_tags`: the vocabulary has `<tool_call>`/`</tool_call>` as single tokens
-    that llguidance treats as special (matched by token, not by spelling).
-    Raises `UnsupportedSchema` for a schema outside the subset.
+    `required` drops the text alternative, `none` the calls. `special_tags`: the
+    vocabulary has `<tool_call>`/`</tool_call>` as single tokens that llguidance treats
+    as special (matched by token, not by spelling); the GBNF form always spells them.
+    The two forms share every rule except `call`, so the schemas are compiled once per
+    request (they were compiled twice before issue 14). Raises `UnsupportedSchema` for a
+    schema outside the subset and `SchemaTooComplex` past *budget*.
     """
     if not tools:
         raise UnsupportedSchema("tools")
-    compiler = SchemaCompiler(limits)
+    compiler = SchemaCompiler(limits, budget or CompileBudget())
     calls: list[GNode] = []
     for tool in tools:
         if tool.parameters.get("type", "object") != "object":
@@ -78,24 +86,30 @@ def build_tool_grammar(
         args = compiler.compile(schema, schema)
         head = Lit(json.dumps(tool.name, ensure_ascii=False) + ', "arguments": ')
         calls.append(compiler.add_rule("c", Seq((head, args))))
-    open_tag: GNode = Special(CALL_OPEN) if special_tags else Lit(CALL_OPEN)
-    close_tag: GNode = Special(CALL_CLOSE) if special_tags else Lit(CALL_CLOSE)
-    call = Seq(
-        (
-            open_tag,
-            Lit('\n{"name": '),
-            calls[0] if len(calls) == 1 else Alt(tuple(calls)),
-            Lit("}\n"),
-            close_tag,
-        )
-    )
-    rules = list(compiler.rules)
-    rules.append(("call", call))
-    if mode == "required":
-        rules.append(("start", Ref("call")))
-    elif mode == "none":
-        rules = [("start", text_without(CALL_OPEN, limits.max_text_chars))]
-    else:
-        rules.append(("text", text_without(CALL_OPEN, limits.max_text_chars)))
-        rules.append(("start", Alt((Ref("text"), Ref("call")))))
-    return Grammar(tuple(rules))
+    body = calls[0] if len(calls) == 1 else Alt(tuple(calls))
+    text = text_without(CALL_OPEN, limits.max_text_chars)
+
+    def grammar(special: bool) -> Grammar:
+        open_tag: GNode = Special(CALL_OPEN) if special else Lit(CALL_OPEN)
+        close_tag: GNode = Special(CALL_CLOSE) if special else Lit(CALL_CLOSE)
+        call = Seq((open_tag, Lit('\n{"name": '), body, Lit("}\n"), close_tag))
+        if mode == "none":
+            return Grammar((("start", text),))
+        rules = [*compiler.rules, ("call", call)]
+        if mode == "required":
+            rules.append(("start", Ref("call")))
+        else:
+            rules.append(("text", text))
+            rules.append(("start", Alt((Ref("text"), Ref("call")))))
+        return Grammar(tuple(rules))
+
+    plain = grammar(False)
+    return (grammar(True) if special_tags else plain), plain
+
+
+def build_tool_grammar(
+    tools: list[ToolSpec], mode: Mode, limits: Limits, *, special_tags: bool
+) -> Grammar:
+    """One form of `build_tool_grammars` (tests and benchmarks that need only one)."""
+    first, plain = build_tool_grammars(tools, mode, limits, special_tags=special_tags)
+    return first if special_tags else plain

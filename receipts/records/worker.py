@@ -84,6 +84,9 @@ WorkerErrorCode = Literal[
     "non_finite_number",
     "invalid_request",
     "unsupported_tool_schema",
+    "tool_schema_too_complex",
+    "request_too_complex",
+    "request_timeout",
     "model_not_found",
     "context_length_exceeded",
     "queue_full",
@@ -101,7 +104,11 @@ WorkerErrorCode = Literal[
 """The stable `error.code` of the worker's OpenAI-shaped error bodies.
 `tool_argument_too_long`: a generated tool call held a string as long as the grammar's
 cap (`--max-string-chars`), where the grammar made it stop; the call may have been cut,
-so it is refused rather than returned shortened."""
+so it is refused rather than returned shortened.
+`tool_schema_too_complex`: a tool schema past a compile bound (nesting, size, expanded
+size or time; docs/worker-limits.md). `request_too_complex`: a body with more JSON
+containers or commas than the parser is allowed to build. `request_timeout`: the body
+did not arrive in time."""
 
 ToolsRendering = Literal["template", "generic", "none", "not_rendered"]
 """How the request's tools, tool calls and tool results reached the model: `template` the
