@@ -245,4 +245,5 @@ def serve(
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     server = WorkerServer(config, chat)
     asyncio.run(server.serve(sockets=sockets))
+    chat.prep.shutdown(wait=True, cancel_futures=True)
     chat.executor.shutdown(wait=True, cancel_futures=True)
