@@ -681,5 +681,6 @@ def build_app(chat: ChatEndpoint) -> Starlette:
             Route("/health", health, methods=["GET"]),
             Route("/v1/harness/records", records, methods=["GET"]),
         ],
-        exception_handlers={HTTPException: http_error},
+        # `Exception`: Starlette's last-resort handler, JSON instead of its text/plain 500.
+        exception_handlers={HTTPException: http_error, Exception: http_error},
     )

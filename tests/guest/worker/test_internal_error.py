@@ -58,3 +58,28 @@ async def test_an_unexpected_exception_is_a_recorded_json_500(
     assert [rec["index"] for rec in snapshot] == [0, 1]
     assert (snapshot[0]["outcome"], snapshot[0]["error_code"]) == ("error", "internal_error")
     records.close()
+
+
+async def test_an_exception_in_another_route_is_a_json_500(
+    tiny_gguf: Gguf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = load_model(tiny_gguf.path, tiny_gguf.sha256, LoadOptions(1024, 1))
+    factory = ConstraintFactory(model.vocab, model.n_vocab, "llguidance")
+    engine = Engine(model, EngineConfig(0, 0, 8), factory)
+    records = RecordLog(None)
+    chat = ChatEndpoint(engine, ApiConfig("tiny", 60.0, 4, Limits()), records)
+
+    def broken() -> bytes:
+        raise ZeroDivisionError
+
+    monkeypatch.setattr(records, "document", broken)
+    transport = httpx2.ASGITransport(app=build_app(chat), raise_app_exceptions=False)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://w") as client:
+        r = await client.get("/v1/harness/records")
+        health = await client.get("/health")
+    chat.prep.shutdown(wait=True)
+    chat.executor.shutdown(wait=True)
+    assert r.status_code == 500
+    assert r.headers["content-type"] == "application/json"
+    assert r.json()["error"]["code"] == "internal_error"
+    assert health.status_code == 200
