@@ -112,7 +112,8 @@ class ToolRequest:
 class ToolPreparer:
     """Prepares tools under `ToolLimits`, caching results; safe to call from threads."""
 
-    CACHE_SIZE: Final = 16
+    CACHE_SIZE: Final = 4
+    """Prepared tool lists kept (their grammars, up to 1 MiB rendered each)."""
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ import numpy as np
 from guest.worker.constraint import TEXT_SLICES, ConstraintFactory, LlguidanceConstraint
 from guest.worker.loader import LoadOptions, load_model
 from guest.worker.schema_grammar import Limits
-from guest.worker.toolgrammar import ToolSpec, build_tool_grammar
+from guest.worker.toolgrammar import ToolSpec, build_tool_grammar, build_tool_grammars
 from tests.guest.worker.conftest import READ_TOOL, Gguf
 
 TEXTS = [
@@ -45,3 +45,23 @@ def test_text_slices_leave_every_mask_unchanged(tiny_gguf: Gguf) -> None:
             assert sliced.accept(token)
             assert reference.consume_token(token)
     assert refused_somewhere
+
+
+def test_matcher_cache_keeps_the_admitted_requests_and_a_few_more(tiny_gguf: Gguf) -> None:
+    """Prepared matchers stay until their requests run (min_entries), and the cache
+    holds only CACHE_SIZE more: a near-budget matcher is about 9 MB."""
+    model = load_model(tiny_gguf.path, tiny_gguf.sha256, LoadOptions(256, 1))
+    factory = ConstraintFactory(model.vocab, model.n_vocab, "llguidance", min_entries=3)
+    prepared = []
+    for i in range(12):
+        grammars = build_tool_grammars(
+            [ToolSpec(f"t{i}", READ_TOOL["function"]["parameters"])],
+            "auto",
+            Limits(),
+            special_tags=False,
+        )
+        factory.prepare(*grammars)
+        prepared.append(grammars)
+    assert len(factory._matchers) == 3 + ConstraintFactory.CACHE_SIZE
+    for grammars in prepared[-(3 + ConstraintFactory.CACHE_SIZE) :]:
+        assert grammars[0].to_lark() in factory._matchers
