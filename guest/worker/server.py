@@ -134,7 +134,8 @@ class GuardedH11Protocol(JsonErrorH11Protocol):
             self._arm("headers", self.limits.header_timeout_s)
         super().data_received(data)
         state = self.conn.their_state
-        if state is h11.SEND_BODY and self._phase == "headers":
+        if state is h11.SEND_BODY and self._phase != "body":
+            # From the headers, or (a pipelined request parsed from the buffer) now.
             self._arm("body", self.limits.body_timeout_s + BACKSTOP_GRACE_S)
         elif state is not h11.IDLE and state is not h11.SEND_BODY:
             self._disarm()
