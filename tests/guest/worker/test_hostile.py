@@ -416,3 +416,35 @@ def test_unfinished_large_uploads_do_not_grow_memory(
     records = assert_records_have_no_gap(worker)
     codes = [r["error_code"] for r in records]
     assert codes.count("queue_full") >= 40
+
+
+def test_pipelined_body_is_cut_off_too(worker_factory: Callable[..., Worker]) -> None:
+    """The second of two pipelined requests is parsed from the buffer, not from a fresh
+    read: its trickled body must hit the same backstop."""
+    worker = worker_factory("--body-timeout-s", "1", "--keepalive-s", "60")
+    s = unix(worker)
+    s.sendall(
+        b"GET /health HTTP/1.1\r\nHost: w\r\n\r\n"
+        b"GET /health HTTP/1.1\r\nHost: w\r\nContent-Length: 100000\r\n\r\nx"
+    )
+    start = time.monotonic()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.2):
+            try:
+                s.sendall(b"x")
+            except OSError:
+                return
+
+    thread = threading.Thread(target=trickle)
+    thread.start()
+    try:
+        raw, closed = read_response(s, 8)
+    finally:
+        stop.set()
+        thread.join()
+    assert raw.count(b"HTTP/1.1 200 ") == 2
+    assert closed
+    assert time.monotonic() - start < 5
+    s.close()
