@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,11 +41,17 @@ def test_a_process_is_found_by_the_tag_in_its_command_line() -> None:
     assert all(p.pid != child.pid for p in find_processes())
 
 
-def test_scratch_dirs_are_found_and_nothing_else(tmp_path: Path) -> None:
-    made = create_scratch(tmp_path, "0badc0de")
-    (tmp_path / "harness-vm-notatag").mkdir()
-    (tmp_path / "unrelated").mkdir()
-    assert find_scratch_dirs(tmp_path) == [made]
+def test_scratch_dirs_are_found_and_nothing_else() -> None:
+    # A short root, not tmp_path: a scratch dir holds unix sockets (108-byte limit), and
+    # pytest's numbered tmp_path grew one character too long on a long-lived machine.
+    root = Path(tempfile.mkdtemp(prefix="hl-", dir="/tmp"))
+    try:
+        made = create_scratch(root, "0badc0de")
+        (root / "harness-vm-notatag").mkdir()
+        (root / "unrelated").mkdir()
+        assert find_scratch_dirs(root) == [made]
+    finally:
+        shutil.rmtree(root)
 
 
 def test_trial_dirs_are_found_in_both_roots_and_nothing_else(tmp_path: Path) -> None:
