@@ -113,6 +113,22 @@ def field_policy(
     return event_dict
 
 
+class _CurrentStderr:
+    """Writes to whatever `sys.stderr` is at the time of each write.
+
+    Why: `PrintLoggerFactory(file=sys.stderr)` binds the stream object current at
+    configure time. When that object is later replaced and closed (a test runner's
+    capture, a daemonising parent), every log call raised `ValueError: I/O operation on
+    closed file` and took its caller down with it: the Slurm executor's warning about a
+    failed `squeue` crashed the whole suite run in the clean-clone test run."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(fmt: LogFormat = "console", level: int = logging.INFO) -> None:
     """Log to stderr (stdout is for command output), console for people, JSON for machines."""
     renderer: structlog.typing.Processor
@@ -128,6 +144,6 @@ def configure_logging(fmt: LogFormat = "console", level: int = logging.INFO) -> 
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]  # duck-typed TextIO
         cache_logger_on_first_use=False,
     )

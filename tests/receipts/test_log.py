@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 
-from receipts.log import field_policy
+import pytest
+import structlog
+
+from receipts.log import configure_logging, field_policy
 
 MODEL_TEXT = "Sure! Here is the fix:\n```python\nreturn a + b\n```"
 
@@ -68,3 +72,17 @@ def test_json_log_format_end_to_end() -> None:
     assert line["event"] == "worker.reply" and line["tokens"] == 3
     assert line["refused_fields"] == "text"
     assert "Sure!" not in result.stderr and result.stdout == ""
+
+
+def test_logging_follows_stderr_after_the_configured_stream_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream replaced and closed after configure (a test capture, a daemonising
+    parent) used to make every later log call raise ValueError in its caller."""
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure_logging("json")
+    first.close()
+    monkeypatch.setattr(sys, "stderr", second)
+    structlog.get_logger().warning("squeue_failed")
+    assert '"event": "squeue_failed"' in second.getvalue()
