@@ -3,7 +3,7 @@
 Why this way: the floors in profiles/qwen4b.toml are only right if a real worker, in a
 real no-swap cgroup of the profile's size, admits the requests an agent sends. So this
 starts `python -m guest.worker serve` exactly as the trial's host placement does
-(harness/trial/workerstage.serve_args, the same cgroup code), sends real chat requests
+(harness/trial/worker.serve_args, the same cgroup code), sends real chat requests
 over its Unix socket, and reports:
 - the cgroup's readings sampled every 100 ms (usage, max usage, rss, cache, mapped
   file, active/inactive file; v1 files, as on this host) and the worker's
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.profiles import Profile, load_profile
-from harness.trial.workerstage import serve_args
+from harness.trial.worker import serve_args
 from host.cgroups.detect import detect
 from host.cgroups.spawn import spawn_in_cgroup
 
@@ -155,7 +155,7 @@ def chat(sock: str, model: str, text: str, max_tokens: int, timeout: float) -> d
 
 
 def worker_argv(args: argparse.Namespace, profile: Profile, sock: Path, records: Path) -> list[str]:
-    """The trial's own `serve` arguments (workerstage.serve_args), with the overrides."""
+    """The trial's own `serve` arguments (worker.serve_args), with the overrides."""
     argv = serve_args(profile, str(args.gguf), args.sha256, str(records))
     overrides = {
         "--threads": args.threads,

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.trial.pipeline import REPO
+from harness.trial.diskfiles import REPO
 from host.image.build import ensure_image, failure_record
 from host.image.errors import ImageError
 from host.image.show import list_entries

@@ -39,7 +39,9 @@ cache (vm.tcg_tb_size_mib) and N = REQUEST_NEED_BOUND, every profile must satisf
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
+
+from receipts.vocabulary import PlacementRequest
 
 if TYPE_CHECKING:
     from harness.profiles.model import Profile
@@ -50,8 +52,6 @@ REQUEST_NEED_BOUND: Final = 64 * MIB
 """Upper bound of the worker's per-request `need` (guest/worker/engine.py `need_bytes`:
 two float32 logit rows of the vocabulary plus 16 MiB of scratch, 17.2 MiB at Qwen's
 151,936 tokens; below 64 MiB for any vocabulary under 6 million tokens)."""
-
-Placement = Literal["auto", "guest", "host"]
 
 
 def budget_contradiction(
@@ -64,7 +64,7 @@ def budget_contradiction(
     runtime_guard: int,
     model_working_set: int,
     tcg_tb_size_mib: int,
-    placement: Placement,
+    placement: PlacementRequest,
 ) -> str | None:
     """The first relation (module docstring) the budgets break, as a stable one-line
     message naming the keys; None when they can be met together."""
@@ -98,7 +98,9 @@ def budget_contradiction(
     return None
 
 
-def profile_contradiction(profile: Profile, placement: Placement | None = None) -> str | None:
+def profile_contradiction(
+    profile: Profile, placement: PlacementRequest | None = None
+) -> str | None:
     """`budget_contradiction` for a profile, at its own placement or at `placement` (a
     command line's `--placement`, which must meet the same relations)."""
     memory = profile.memory

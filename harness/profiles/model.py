@@ -23,6 +23,7 @@ from pydantic import (
 from harness.profiles.budgets import profile_contradiction
 from harness.profiles.sizes import ByteSize
 from receipts.records.agent import ApprovalsPolicy
+from receipts.vocabulary import PlacementRequest
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -147,7 +148,7 @@ class VmSection(Section):
 
 
 class WorkerSection(Section):
-    placement: Literal["auto", "guest", "host"]
+    placement: PlacementRequest
 
 
 class AgentSection(Section):

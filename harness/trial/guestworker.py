@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import shutil
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.profiles import Profile
+from harness.trial.diskfiles import REPO, link_or_copy
 from harness.trial.guestcmd import (
     GATE_SOURCE,
     READ_ONLY,
@@ -35,18 +37,30 @@ from harness.trial.guestcmd import (
 )
 from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines
 from harness.trial.owned import OwnedResources
-from harness.trial.workerstage import (
-    CONSTRAINT,
+from harness.trial.worker import (
     ReadyLine,
+    Worker,
+    WorkerEnd,
+    WorkerLaunch,
     WorkerStageFailed,
     parse_ready_line,
     serve_args,
+    summary_record,
+)
+from host.runtime import (
+    WORKER_DISTRIBUTIONS,
+    GuestRuntime,
+    RuntimeBuildError,
+    RuntimeFailure,
+    build_runtime,
 )
 from host.ssh import RemoteProcess, SshSession
 from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
+from host.wheels import WheelBuildError, build_llama
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.worker import WorkerCategory
+from receipts.vocabulary import WorkerPlacement
 
 GUEST_PORT = 8080
 WORKER_URL = f"http://127.0.0.1:{GUEST_PORT}"
@@ -63,7 +77,7 @@ COMMAND_DEADLINE_S = 30.0
 
 
 @dataclass
-class GuestWorker:
+class GuestWorkerProcess:
     """The launched worker; filled in as its startup lines arrive, so that a startup
     that fails half way is still stopped by PID and accounted for."""
 
@@ -113,7 +127,7 @@ def launch_script(profile: Profile, sha256: str, pins_sha256: str) -> str:
 
 
 async def _read_startup(
-    process: RemoteProcess, worker: GuestWorker, deadline: float
+    process: RemoteProcess, worker: GuestWorkerProcess, deadline: float
 ) -> ReadyLine | None:
     """The PID line, the gate's line, then the worker's ready line, within one deadline."""
     pid_line = await process.readline(deadline_s=max(deadline - time.monotonic(), 0.1))
@@ -135,7 +149,7 @@ async def start_guest_worker(
     pins_sha256: str,
     owned: OwnedResources,
     guest_gone: Callable[[], bool],
-) -> GuestWorker:
+) -> GuestWorkerProcess:
     """Start the worker in the guest and wait for its ready line; register its release.
 
     A lost SSH connection is not the worker's failure: it propagates as SshError, so
@@ -148,7 +162,7 @@ async def start_guest_worker(
         deadline_s=COMMAND_DEADLINE_S,
         stdin=GATE_SOURCE,
     )
-    worker = GuestWorker(process, sha256, started)
+    worker = GuestWorkerProcess(process, sha256, started)
     owned.register("worker_process", _release(session, worker, guest_gone))
     try:
         ready = await _read_startup(process, worker, started + READY_DEADLINE_S)
@@ -168,7 +182,7 @@ def _int_or_none(text: str) -> int | None:
     return int(text) if text.strip().isdigit() else None
 
 
-async def _read_cgroup(session: SshSession, worker: GuestWorker) -> None:
+async def _read_cgroup(session: SshSession, worker: GuestWorkerProcess) -> None:
     """Peak memory and OOM kills of the guest worker cgroup, then remove it."""
     read = await session.run(
         f"cat {CGROUP}/memory.peak 2>/dev/null || echo -; "
@@ -180,7 +194,7 @@ async def _read_cgroup(session: SshSession, worker: GuestWorker) -> None:
     worker.oom_kills = _int_or_none(lines[1])
 
 
-async def _collect_evidence(session: SshSession, worker: GuestWorker) -> None:
+async def _collect_evidence(session: SshSession, worker: GuestWorkerProcess) -> None:
     """The cgroup's readings and the request records, once the worker has exited.
     Records that cannot be fetched leave the worker's category `worker_unreachable`:
     its totals would otherwise claim zero requests that nobody counted."""
@@ -195,7 +209,7 @@ async def _collect_evidence(session: SshSession, worker: GuestWorker) -> None:
 
 
 def _release(
-    session: SshSession, worker: GuestWorker, guest_gone: Callable[[], bool]
+    session: SshSession, worker: GuestWorkerProcess, guest_gone: Callable[[], bool]
 ) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
     async def release() -> tuple[CleanupResult, ...]:
         began = time.monotonic()
@@ -235,7 +249,7 @@ def _release(
     return release
 
 
-def collect(worker: GuestWorker) -> tuple[WorkerRequestRecord, ...]:
+def collect(worker: GuestWorkerProcess) -> tuple[WorkerRequestRecord, ...]:
     """The request records fetched at release: none if the file never came back, and none
     (with `records_invalid` set) if any line of it is not a strict, closed record."""
     if worker.records_raw is None:
@@ -248,7 +262,7 @@ def collect(worker: GuestWorker) -> tuple[WorkerRequestRecord, ...]:
 
 
 def guest_worker_record(
-    worker: GuestWorker, requests: tuple[WorkerRequestRecord, ...]
+    worker: GuestWorkerProcess, requests: tuple[WorkerRequestRecord, ...]
 ) -> WorkerRecord:
     category: WorkerCategory = "ok"
     if worker.oom_kills:
@@ -259,19 +273,74 @@ def guest_worker_record(
         category = "records_invalid"
     elif worker.exited_early:
         category = "worker_exited"
-    return WorkerRecord(
-        category=category,
-        placement="guest",
-        channel="guest_loopback",
-        model_sha256=worker.model_sha256,
-        constraint_backend=CONSTRAINT,
-        requests=len(requests),
-        admitted=sum(r.admission == "admitted" for r in requests),
-        refused=sum(r.admission == "refused" for r in requests),
-        prompt_tokens_total=sum(r.prompt_tokens for r in requests),
-        completion_tokens_total=sum(r.completion_tokens for r in requests),
-        oom_kills=worker.oom_kills,
-        peak_rss_bytes=worker.peak_bytes,
-        load_ms=worker.load_ms,
-        duration_ms=int((time.monotonic() - worker.started) * 1000),
+    end = WorkerEnd(worker.oom_kills, worker.peak_bytes, worker.load_ms, worker.started)
+    return summary_record("guest", category, worker.model_sha256, requests, end)
+
+
+class GuestWorker(Worker):
+    """The worker in the guest (placement `guest`): its own gated runtime (with the guest
+    build of llama.cpp) and the GGUF on the read-only disk; no channel to the host."""
+
+    placement: WorkerPlacement = "guest"
+    url = WORKER_URL
+    ready_deadline_s = READY_DEADLINE_S
+
+    def __init__(self) -> None:
+        self.built: GuestRuntime | None = None
+        self.process: GuestWorkerProcess | None = None
+        """Set once it said it is ready."""
+
+    def runtime(self, cache: Path) -> GuestRuntime | None:
+        self.built = worker_runtime(cache)
+        return self.built
+
+    def disk_files(self, root: Path, gguf: Path | None) -> None:
+        assert self.built is not None and gguf is not None
+        link_or_copy(gguf, root / MODEL_FILE)
+        shutil.copytree(self.built.root, root / "worker-runtime", copy_function=link_or_copy)
+        shutil.copy(self.built.pins, root / "worker-pins.json")
+
+    def socket(self, scratch: Path) -> Path | None:
+        return None
+
+    async def start(self, launch: WorkerLaunch) -> None:
+        assert self.built is not None
+        self.process = await start_guest_worker(
+            session=launch.session(),
+            profile=launch.profile,
+            sha256=launch.sha256,
+            pins_sha256=self.built.pins_sha256,
+            owned=launch.owned,
+            guest_gone=launch.guest_gone,
+        )
+
+    async def stop(
+        self, owned: OwnedResources
+    ) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]] | None:
+        if self.process is None:
+            return None
+        await owned.release_early("worker_process")
+        requests = collect(self.process)
+        return guest_worker_record(self.process, requests), requests
+
+    def memory_pid(self) -> int | None:
+        return None
+
+
+def worker_runtime(cache: Path) -> GuestRuntime:
+    """The guest worker's runtime: its wheels and the guest build of llama.cpp (SSE4.2
+    only); raises RuntimeBuildError (a llama build that could not download says so)."""
+    try:
+        llama = build_llama("guest", cache / "wheels")
+    except WheelBuildError as exc:
+        failure: RuntimeFailure = (
+            "fetch_failed" if exc.category == "download_failed" else "build_failed"
+        )
+        raise RuntimeBuildError(failure) from None
+    return build_runtime(
+        REPO,
+        distributions=WORKER_DISTRIBUTIONS,
+        extra_wheels=(llama.wheel,),
+        cache=cache / "runtimes",
+        wheelsets=cache / "wheelsets",
     )

@@ -30,6 +30,7 @@ from harness.profiles import Profile
 from harness.profiles.load import PROFILES_DIR
 from harness.source import bind_source
 from harness.trial.carry import CarryRefused, tar_command, unpack_workspace
+from harness.trial.diskfiles import REPO, link_or_copy
 from harness.trial.guestcmd import (
     GATE_SOURCE,
     READ_ONLY,
@@ -45,20 +46,11 @@ from harness.trial.guestrecords import (
     unread_agent_record,
     unread_verification_record,
 )
-from harness.trial.guestworker import (
-    MODEL_FILE,
-    GuestWorker,
-    collect,
-    guest_worker_record,
-    start_guest_worker,
-)
-from harness.trial.guestworker import READY_DEADLINE_S as GUEST_READY_S
-from harness.trial.guestworker import WORKER_URL as GUEST_WORKER_URL
 from harness.trial.hoststate import host_state_record, unread_snapshot
 from harness.trial.memsampler import MemorySampler, memory_dir_of_pid
 from harness.trial.modelstage import PreparedModel, prepare
 from harness.trial.owned import OwnedResources
-from harness.trial.placement import PlacementRequest, resolve_placement
+from harness.trial.placement import resolve_placement, worker_for
 from harness.trial.preflight import preflight
 from harness.trial.progress import NoProgress, ProgressSink, TrialStep
 from harness.trial.vmstage import (
@@ -70,14 +62,7 @@ from harness.trial.vmstage import (
     verifier_memory_bytes,
     vm_record,
 )
-from harness.trial.workerstage import READY_DEADLINE_S as HOST_READY_S
-from harness.trial.workerstage import (
-    HostWorker,
-    WorkerStageFailed,
-    read_requests,
-    start_host_worker,
-    worker_record,
-)
+from harness.trial.worker import Worker, WorkerLaunch, WorkerStageFailed
 from harness.version import HARNESS_VERSION
 from host.cancel import Cancelled, CancelToken, cancel_scope, in_thread
 from host.hoststate.attribution import OwnTrial
@@ -85,13 +70,7 @@ from host.hoststate.others import live_trial_tags
 from host.hoststate.snapshot import HostSnapshot, take_snapshot
 from host.image.build import GuestImage, ensure_image, failure_record
 from host.image.errors import ImageError
-from host.runtime import (
-    WORKER_DISTRIBUTIONS,
-    GuestRuntime,
-    RuntimeBuildError,
-    RuntimeFailure,
-    build_runtime,
-)
+from host.runtime import GuestRuntime, RuntimeBuildError, RuntimeFailure, build_runtime
 from host.ssh import CommandResult, SshSession
 from host.ssh.errors import SshError
 from host.vm.backend import Vm, VmBackend
@@ -101,7 +80,6 @@ from host.vm.guest import GuestVm
 from host.vm.lease import TrialLease
 from host.vm.libvirt_backend import LibvirtBackend
 from host.vm.qemu import QemuBackend
-from host.wheels import WheelBuildError, build_llama
 from receipts.audit import audit_bytes
 from receipts.bundle import WrittenBundle, write_bundle
 from receipts.records import (
@@ -114,27 +92,22 @@ from receipts.records import (
     VerificationRecord,
     VerifierVmRecord,
     VmRecord,
-    WorkerRecord,
     WorkerRequestRecord,
 )
 from receipts.records.hostreading import GuestCommandFailure
 from receipts.records.trial import (
     STAGE_ORDER,
     CancelSignal,
-    Placement,
     Policy,
     Stage,
     Verdict,
 )
 from receipts.records.vm import VmCategory
-from receipts.records.worker import WorkerCategory
 from receipts.recordset import RecordSet
 from receipts.treedigest import TreeDigestError, tree_sha256
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages, stage_succeeded
+from receipts.vocabulary import Placement, PlacementRequest, channel_for
 
-REPO = Path(__file__).resolve().parents[2]
-HOST_WORKER_URL = "http://10.0.2.100:8080"
-"""The guest's one route to the host worker: QEMU's guestfwd to the worker's socket."""
 WORK = "/work"
 GATE_DEADLINE_S = 60.0
 GUEST_STAGES: frozenset[Stage] = frozenset({"gate", "agent", "verification"})
@@ -231,23 +204,22 @@ class Trial:
         self.task_dir = REPO / "profiles" / "tasks" / options.task
         self.runtime: GuestRuntime | None = None
         """What the agent and the verifier import (and the gate stage verifies)."""
-        self.worker_runtime: GuestRuntime | None = None
-        """What the guest worker imports; only with placement `guest`."""
         self.model: PreparedModel | None = None
-        self.worker: HostWorker | None = None
-        self.guest_worker: GuestWorker | None = None
         self.placement_requested: PlacementRequest = (
             options.placement or options.profile.worker.placement
         )
         # Until the VM stage knows the accelerator, `auto` reads as it resolves without
         # a probe (an explicit kvm request: guest; otherwise host).
-        self.placement: Placement = (
-            "none"
+        self.worker: Worker | None = (
+            None
             if options.script is not None
-            else resolve_placement(
-                self.placement_requested, "kvm" if options.accel == "kvm" else "tcg"
+            else worker_for(
+                resolve_placement(
+                    self.placement_requested, "kvm" if options.accel == "kvm" else "tcg"
+                )
             )
         )
+        """Where the worker runs (harness/trial/worker.py); None for a scripted trial."""
         self.worker_requests: tuple[WorkerRequestRecord, ...] = ()
         self.current: Stage = "preflight"
         """The stage running now; where an unexpected exception is attributed."""
@@ -331,6 +303,10 @@ class Trial:
         return command_failure(result)
 
     @property
+    def placement(self) -> Placement:
+        return self.worker.placement if self.worker is not None else "none"
+
+    @property
     def policy(self) -> Policy:
         return "model" if self.o.script is None else "scripted"
 
@@ -393,67 +369,31 @@ class Trial:
             raise StageFailed
 
     async def stage_worker(self, scratch: Path) -> None:
-        assert self.model is not None and self.model.gguf is not None and self.vm is not None
+        assert self.model is not None and self.model.gguf is not None and self.worker is not None
         sha256 = self.model.record.gguf_sha256
         assert sha256 is not None
+        launch = WorkerLaunch(
+            profile=self.o.profile,
+            gguf=self.model.gguf,
+            sha256=sha256,
+            scratch=scratch,
+            tag=self.tag,
+            owned=self.owned,
+            session=self.live_session,
+            guest_gone=self._vm_gone,
+        )
         try:
-            if self.placement == "guest":
-                assert self.worker_runtime is not None
-                self.guest_worker = await start_guest_worker(
-                    session=self.live_session(),
-                    profile=self.o.profile,
-                    sha256=sha256,
-                    pins_sha256=self.worker_runtime.pins_sha256,
-                    owned=self.owned,
-                    guest_gone=self._vm_gone,
-                )
-            else:
-                self.worker = await start_host_worker(
-                    profile=self.o.profile,
-                    gguf=self.model.gguf,
-                    sha256=sha256,
-                    scratch=scratch,
-                    tag=self.tag,
-                    owned=self.owned,
-                )
+            await self.worker.start(launch)
         except WorkerStageFailed as failure:
-            self.keep(
-                "worker",
-                WorkerRecord(
-                    category=failure.category,
-                    placement="guest" if self.placement == "guest" else "host",
-                    channel="guest_loopback" if self.placement == "guest" else "guestfwd_unix",
-                    model_sha256=sha256,
-                    constraint_backend="none",
-                    requests=0,
-                    admitted=0,
-                    refused=0,
-                    prompt_tokens_total=0,
-                    completion_tokens_total=0,
-                    oom_kills=None,
-                    peak_rss_bytes=None,
-                    load_ms=0,
-                    duration_ms=0,
-                ),
-            )
+            self.keep("worker", self.worker.failed_record(failure.category, sha256))
             raise StageFailed from None
 
     async def stop_worker(self) -> None:
         """Stop the worker before verification; its records are final once it has exited."""
-        if self.guest_worker is not None:
-            await self.owned.release_early("worker_process")
-            self.worker_requests = collect(self.guest_worker)
-            self.keep("worker", guest_worker_record(self.guest_worker, self.worker_requests))
-            return
-        if self.worker is None:
-            return
-        await self.owned.release_early("worker_process")
-        category: WorkerCategory = "ok"
-        try:
-            self.worker_requests = read_requests(self.worker.records)
-        except GuestOutputInvalid:
-            category = "records_invalid"
-        self.keep("worker", worker_record(self.worker, self.worker_requests, category))
+        stopped = await self.worker.stop(self.owned) if self.worker is not None else None
+        if stopped is not None:
+            record, self.worker_requests = stopped
+            self.keep("worker", record)
 
     def stage_image(self) -> GuestImage:
         started = time.monotonic()
@@ -469,7 +409,7 @@ class Trial:
         """The read-only disk's tree: runtime, pins, the agent's task copy, the script."""
         assert self.runtime is not None
         root = scratch / "data"
-        shutil.copytree(self.runtime.root, root / "runtime", copy_function=_link_or_copy)
+        shutil.copytree(self.runtime.root, root / "runtime", copy_function=link_or_copy)
         shutil.copy(self.runtime.pins, root / "pins.json")
         task_copy = root / "task" / self.o.task
         task_copy.mkdir(parents=True)
@@ -477,52 +417,32 @@ class Trial:
         shutil.copytree(self.task_dir / "workspace", root / "workspace")
         if self.o.script is not None:
             shutil.copy(self.o.script, root / "script.json")
-        if self.worker_runtime is not None:
-            assert self.model is not None and self.model.gguf is not None
-            _link_or_copy(self.model.gguf, root / MODEL_FILE)
-            shutil.copytree(
-                self.worker_runtime.root, root / "worker-runtime", copy_function=_link_or_copy
-            )
-            shutil.copy(self.worker_runtime.pins, root / "worker-pins.json")
+        if self.worker is not None:
+            self.worker.disk_files(root, self.model.gguf if self.model is not None else None)
         return root
 
     def build_runtimes(self) -> None:
-        """The agent's runtime; with placement `guest` also the worker's (its wheels and
-        the guest build of llama.cpp). Raises VmStageFailed with a `runtime_*` category
-        (inside the VM stage's plan, so the VM record names it)."""
+        """The agent's runtime, and the worker's own when it has one (in the guest: its
+        wheels and the guest build of llama.cpp). Raises VmStageFailed with a `runtime_*`
+        category (inside the VM stage's plan, so the VM record names it)."""
         cache = self.o.cache
         try:
             self.runtime = build_runtime(
                 REPO, cache=cache / "runtimes", wheelsets=cache / "wheelsets"
             )
-            if self.placement != "guest":
-                return
-            try:
-                llama = build_llama("guest", cache / "wheels")
-            except WheelBuildError as exc:
-                failure: RuntimeFailure = (
-                    "fetch_failed" if exc.category == "download_failed" else "build_failed"
-                )
-                raise RuntimeBuildError(failure) from None
-            self.worker_runtime = build_runtime(
-                REPO,
-                distributions=WORKER_DISTRIBUTIONS,
-                extra_wheels=(llama.wheel,),
-                cache=cache / "runtimes",
-                wheelsets=cache / "wheelsets",
-            )
+            if self.worker is not None:
+                self.worker.runtime(cache)
         except RuntimeBuildError as exc:
             log.warning("guest runtime unavailable: %s", exc.category)
             raise VmStageFailed(RUNTIME_FAILURES[exc.category]) from None
 
     async def stage_vm(self, image: GuestImage, scratch: Path) -> None:
         async def plan(accelerator: Accelerator) -> DiskPlan:
-            if self.o.script is None:
-                self.placement = resolve_placement(self.placement_requested, accelerator)
+            if self.worker is not None:
+                self.worker = worker_for(resolve_placement(self.placement_requested, accelerator))
             await in_thread(self.build_runtimes)
             source = await in_thread(self.data_source, scratch)
-            channel = scratch / "api.sock" if self.placement == "host" else None
-            return DiskPlan(source, channel)
+            return DiskPlan(source, self.worker.socket(scratch) if self.worker else None)
 
         try:
             self.vm = await start_vm(
@@ -599,10 +519,11 @@ class Trial:
             args += ["--script", f"{READ_ONLY}/script.json"]
         else:
             assert self.model is not None and self.model.record.gguf_sha256 is not None
+            assert self.worker is not None
             inference = profile.inference
             args += [
                 "--endpoint",
-                GUEST_WORKER_URL if self.placement == "guest" else HOST_WORKER_URL,
+                self.worker.url,
                 "--model",
                 f"gguf-{self.model.record.gguf_sha256[:12]}",
                 "--max-tokens",
@@ -744,7 +665,7 @@ class Trial:
         task from the host (hidden tests included), and the carried workspace."""
         assert self.runtime is not None
         root = scratch / "verifier-data"
-        shutil.copytree(self.runtime.root, root / "runtime", copy_function=_link_or_copy)
+        shutil.copytree(self.runtime.root, root / "runtime", copy_function=link_or_copy)
         shutil.copy(self.runtime.pins, root / "pins.json")
         shutil.copytree(
             self.task_dir,
@@ -838,9 +759,8 @@ class Trial:
             await self.stage_vm(image, scratch)
         with self.stage_step("gate", GATE_DEADLINE_S):
             await self.stage_gate()
-        if self.o.script is None:
-            ready_s = GUEST_READY_S if self.placement == "guest" else HOST_READY_S
-            with self.stage_step("worker", ready_s):
+        if self.worker is not None:
+            with self.stage_step("worker", self.worker.ready_deadline_s):
                 await self.stage_worker(scratch)
         try:
             with self.stage_step("agent", float(profile.agent.wall_deadline_s)):
@@ -863,7 +783,7 @@ class Trial:
         scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-", dir=trials_root))
         sampler = MemorySampler(
             lambda: next((h.memory_dir for h in (self.verifier, self.vm) if h), None),
-            lambda: memory_dir_of_pid(self.worker.popen_pid if self.worker else None),
+            lambda: memory_dir_of_pid(self.worker.memory_pid() if self.worker else None),
         )
         sampler.start()
         try:
@@ -1038,11 +958,7 @@ class Trial:
             backend=self.o.backend,
             accel_requested=self.o.accel,
             placement=self.placement,
-            channel="none"
-            if scripted
-            else "guestfwd_unix"
-            if self.placement == "host"
-            else "guest_loopback",
+            channel=channel_for(self.placement),
             dispatched=self.o.dispatch is not None,
             started_unix_ms=started_ms,
             ended_unix_ms=max(int(time.time() * 1000), started_ms),
@@ -1052,16 +968,6 @@ class Trial:
             cancel_signal=self.cancel_signal if self.cancelled_in is not None else None,
             verdict=verdict,
         )
-
-
-def _link_or_copy(source: str | Path, target: str | Path) -> None:
-    """A hard link where the filesystem allows, else a copy: the GGUF can be gigabytes
-    and the worker runtime ~100 MB, and both cache entries are immutable (verified by
-    digest before use), so a link is as good as a copy for building the data disk."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
 
 
 async def run_trial(options: TrialOptions, progress: ProgressSink | None = None) -> TrialResult:

@@ -9,15 +9,19 @@ one asked for, so a KVM request that fell back to TCG also falls back to the hos
 
 from __future__ import annotations
 
-from typing import Literal
-
+from harness.trial.guestworker import GuestWorker
+from harness.trial.hostworker import HostWorker
+from harness.trial.worker import Worker
 from host.vm.categories import Accelerator
-
-PlacementRequest = Literal["auto", "guest", "host"]
-ResolvedPlacement = Literal["guest", "host"]
+from receipts.vocabulary import PlacementRequest, WorkerPlacement
 
 
-def resolve_placement(request: PlacementRequest, accelerator: Accelerator) -> ResolvedPlacement:
+def resolve_placement(request: PlacementRequest, accelerator: Accelerator) -> WorkerPlacement:
     if request == "auto":
         return "guest" if accelerator == "kvm" else "host"
     return request
+
+
+def worker_for(placement: WorkerPlacement) -> Worker:
+    """The worker strategy of a resolved placement (harness/trial/worker.py)."""
+    return GuestWorker() if placement == "guest" else HostWorker()

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from receipts.audit.context import AuditContext
+from receipts.claim import agent_totals, worker_totals
 from receipts.cleanupset import missing_cleanup
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
 from receipts.records.hoststate import excluded_trials
 from receipts.records.trial import AnyTrialRecord, cancelled_stage
 from receipts.recordset import KIND_BY_NAME, RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
+from receipts.vocabulary import channel_for
 
 Rule = Callable[[AuditContext, AnyTrialRecord, RecordSet], None]
 
@@ -70,12 +72,9 @@ def _policy_records(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet
 
 
 def _placement(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
-    expected_channels = {
-        "none": {"none"},
-        "guest": {"guest_loopback"},
-        "host": {"guestfwd_unix", "virtio_serial"},
-    }
-    consistent = trial.channel in expected_channels[trial.placement] and (
+    """The channel is the placement's one channel (receipts/vocabulary.py, the mapping the
+    harness writes with), a scripted trial has no worker, and the worker record agrees."""
+    consistent = trial.channel == channel_for(trial.placement) and (
         (trial.policy == "scripted") == (trial.placement == "none")
     )
     worker = records.worker
@@ -92,22 +91,8 @@ def _agent_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet)
     agent = records.agent
     if agent is None:
         return
-    turns = records.agent_turns
-    claimed = (
-        agent.turns,
-        agent.tool_calls,
-        agent.invalid_tool_calls,
-        agent.prompt_tokens_total,
-        agent.completion_tokens_total,
-    )
-    counted = (
-        len(turns),
-        len(records.tool_calls),
-        sum(turn.kind == "invalid_tool_call" for turn in turns),
-        sum(turn.prompt_tokens for turn in turns),
-        sum(turn.completion_tokens for turn in turns),
-    )
-    if claimed != counted:
+    counted = agent_totals(records.agent_turns, records.tool_calls)
+    if any(getattr(agent, name) != value for name, value in counted.items()):
         ctx.add("consistency", "agent_counts", "count_mismatch", "agent.json")
 
 
@@ -115,22 +100,8 @@ def _worker_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet
     worker = records.worker
     if worker is None:
         return
-    requests = records.worker_requests
-    claimed = (
-        worker.requests,
-        worker.admitted,
-        worker.refused,
-        worker.prompt_tokens_total,
-        worker.completion_tokens_total,
-    )
-    counted = (
-        len(requests),
-        sum(request.admission == "admitted" for request in requests),
-        sum(request.admission == "refused" for request in requests),
-        sum(request.prompt_tokens for request in requests),
-        sum(request.completion_tokens for request in requests),
-    )
-    if claimed != counted:
+    counted = worker_totals(records.worker_requests)
+    if any(getattr(worker, name) != value for name, value in counted.items()):
         ctx.add("consistency", "worker_counts", "count_mismatch", "worker.json")
 
 

@@ -8,9 +8,10 @@ from pydantic import Field, StringConstraints, model_validator
 
 from receipts.failure import FailureCategory, Remedy
 from receipts.records.base import Part, Record
-from receipts.records.trial import Channel, Placement, Policy, Stage, Verdict
+from receipts.records.trial import Policy, Stage, Verdict
 from receipts.recordset import ENTRY_NAME_PATTERN
 from receipts.types import Index, Sha256Hex
+from receipts.vocabulary import Channel, Placement
 
 AuditCategory = Literal[
     # container integrity

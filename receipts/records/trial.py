@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from receipts.records.base import Record
 from receipts.types import Identifier, TrialId, UnixMillis, Version
+from receipts.vocabulary import Channel, Placement
 
 Stage = Literal[
     "preflight",
@@ -89,12 +90,6 @@ and time limit, systemd, `kill`)."""
 
 Policy = Literal["model", "scripted"]
 """Who chose the tool calls: the model through the worker, or a fixed script."""
-
-Placement = Literal["guest", "host", "none"]
-"""Where the worker ran; `none` for scripted trials, which have no worker."""
-
-Channel = Literal["guest_loopback", "guestfwd_unix", "virtio_serial", "none"]
-"""How the agent reached the worker's API."""
 
 
 class TrialRecord(Record):

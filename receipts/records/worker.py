@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from receipts.records.base import Record
-from receipts.records.trial import Channel, Placement
 from receipts.types import ByteCount, Count, Index, Millis, Sha256Hex
+from receipts.vocabulary import Channel, Placement
 
 WorkerCategory = Literal[
     "ok",

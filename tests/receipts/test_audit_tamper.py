@@ -322,6 +322,21 @@ def _placement_contradicts() -> bytes:
     )
 
 
+def _channel_not_the_placements() -> bytes:
+    """Trial and worker agree with each other, but the channel is not the host placement's
+    (receipts/vocabulary.py channel_for): a worker claimed on the host behind the guest's
+    loopback is a story no harness writes."""
+    records = accepted_model_trial()
+    assert records.worker is not None and records.trial is not None
+    return tamper.forge_records(
+        with_changes(
+            records,
+            trial=replace(records.trial, channel="guest_loopback"),
+            worker=replace(records.worker, channel="guest_loopback"),
+        )
+    )
+
+
 def _turn_reference() -> bytes:
     records = accepted_model_trial()
     turns = list(records.agent_turns)
@@ -516,6 +531,9 @@ CASES: dict[str, Case] = {
     "hoststate_missing": Case(_hoststate_missing, "record_missing", "required_records"),
     "scripted_with_worker": Case(_scripted_with_worker, "policy_mismatch", "policy_records"),
     "placement_contradicts": Case(_placement_contradicts, "placement_mismatch", "placement"),
+    "channel_not_the_placements": Case(
+        _channel_not_the_placements, "placement_mismatch", "placement"
+    ),
     "turn_reference": Case(_turn_reference, "reference_mismatch", "turn_references"),
     "tool_call_reference": Case(_tool_call_reference, "reference_mismatch", "tool_call_references"),
     "model_reference": Case(_model_reference, "reference_mismatch", "model_reference"),

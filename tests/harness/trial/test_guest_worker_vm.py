@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import Profile, load_profile
-from harness.trial.guestworker import CGROUP
+from harness.trial.guestworker import CGROUP, GuestWorker
 from harness.trial.pipeline import Trial, TrialOptions, TrialResult
 from receipts.audit import audit_and_read
 from receipts.recordset import RecordSet
@@ -100,8 +100,8 @@ async def test_model_driven_trial_with_the_worker_in_the_guest(tmp_path: Path) -
 
 class WorkerKilledBeforeAgent(Trial):
     async def stage_agent(self) -> None:
-        assert self.guest_worker is not None
-        await self.guest(f"kill -KILL {self.guest_worker.pid}", 30.0)
+        assert isinstance(self.worker, GuestWorker) and self.worker.process is not None
+        await self.guest(f"kill -KILL {self.worker.process.pid}", 30.0)
         await super().stage_agent()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import load_profile
+from harness.trial.hostworker import HostWorker
 from harness.trial.pipeline import Trial, TrialOptions
 from tests.harness.trial.test_trial_vm import _no_leftovers, _records
 
@@ -29,14 +30,14 @@ class WorkerEndsDuringAgent(Trial):
     in_worker_cgroup = False
 
     async def _end_worker(self) -> None:
-        assert self.worker is not None
+        assert isinstance(self.worker, HostWorker) and self.worker.process is not None
         deadline = asyncio.get_running_loop().time() + FIRST_REQUEST_DEADLINE_S
         while asyncio.get_running_loop().time() < deadline:
-            records = self.worker.records
+            records = self.worker.process.records
             if records.exists() and records.read_bytes().strip():
                 break
             await asyncio.sleep(0.05)
-        pid = self.worker.popen_pid
+        pid = self.worker.process.popen_pid
         cgroups = Path(f"/proc/{pid}/cgroup").read_text()
         self.in_worker_cgroup = f"/worker-{self.tag}\n" in cgroups
         os.kill(pid, self.signum)
@@ -77,7 +78,8 @@ async def test_host_worker_ending_during_the_agent_is_worker_exited(
     result = await trial.run()
     assert trial.sent_during_agent, "the signal was sent while the agent ran"
     assert trial.in_worker_cgroup, "the PID signalled was the worker in its cgroup"
-    assert trial.worker is not None and trial.worker.exit_status == exit_status
+    assert isinstance(trial.worker, HostWorker) and trial.worker.process is not None
+    assert trial.worker.process.exit_status == exit_status
     assert result.valid
     records = _records(result)
     assert (records.trial.placement, records.trial.channel) == ("host", "guestfwd_unix")

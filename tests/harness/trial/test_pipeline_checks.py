@@ -22,9 +22,9 @@ from guest.task import task_digest
 from harness.cli import main
 from harness.profiles import load_profile
 from harness.trial.guestdisk import parse_probe, probe_disk
+from harness.trial.hostworker import HostWorker, HostWorkerProcess
 from harness.trial.pipeline import StageFailed, Trial, TrialOptions, TrialResult
 from harness.trial.vmstage import VmHandle
-from harness.trial.workerstage import HostWorker
 from host.ssh import CommandResult
 from host.ssh.errors import SshError
 from host.vm.cleanup import CleanupResult
@@ -390,7 +390,8 @@ def test_host_worker_records_that_do_not_read_fail_the_worker_stage(tmp_path: Pa
             raise OSError("no cgroup in this test")
 
     trial = _trial(tmp_path, scripted=False)
-    trial.worker = HostWorker(
+    trial.worker = HostWorker()
+    trial.worker.process = HostWorkerProcess(
         None, 0, cast(Any, _Unreadable()), tmp_path / "api.sock", path, "a" * 64, 1, 0.0
     )
     asyncio.run(trial.stop_worker())

@@ -1,5 +1,5 @@
-"""The host worker's end, as its release finds it (harness/trial/workerstage.py;
-its ready line and records are read in test_workerstage.py).
+"""The host worker's end, as its release finds it (harness/trial/hostworker.py;
+its ready line and records are read in test_worker_records.py).
 
 Real processes stand in for the worker here (its release only signals, waits and
 reads /proc); the real worker is killed mid-trial in test_host_worker_vm.py. The OOM
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.trial.workerstage import (
-    HostWorker,
+from harness.trial.hostworker import (
+    HostWorkerProcess,
     _process_release,
     worker_category,
     worker_record,
@@ -32,10 +32,10 @@ MIB = 1 << 20
 SHA = "ab" * 32
 
 
-def _worker(popen: subprocess.Popen[bytes], tmp_path: Path, cgroup: Cgroup) -> HostWorker:
+def _worker(popen: subprocess.Popen[bytes], tmp_path: Path, cgroup: Cgroup) -> HostWorkerProcess:
     socket = tmp_path / "api.sock"
     socket.write_bytes(b"")  # the worker's socket file outlives a killed worker
-    return HostWorker(
+    return HostWorkerProcess(
         None, popen.pid, cgroup, socket, tmp_path / "r.jsonl", SHA, 0, time.monotonic()
     )
 
@@ -61,7 +61,7 @@ def _wait_gone(popen: subprocess.Popen[bytes]) -> None:
     raise AssertionError("the stand-in worker did not end")
 
 
-async def _release(worker: HostWorker, popen: subprocess.Popen[bytes]) -> tuple[str, str]:
+async def _release(worker: HostWorkerProcess, popen: subprocess.Popen[bytes]) -> tuple[str, str]:
     process, socket = await _process_release(popen, worker)()
     return process.status, socket.status
 

@@ -1,6 +1,6 @@
-"""The worker's ready line and request records as the host reads them
-(harness/trial/workerstage.py, harness/trial/guestworker.py). No VM, no model: the inputs
-are the bytes the worker writes and damaged copies of them."""
+"""The worker's ready line and request records as the host reads them (harness/trial/
+worker.py, hostworker.py, guestworker.py). No VM, no model: the inputs are the bytes
+the worker writes and damaged copies of them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any, cast
 import pytest
 
 from harness.trial.guestrecords import GuestOutputInvalid
-from harness.trial.guestworker import GuestWorker, collect, guest_worker_record
-from harness.trial.workerstage import parse_ready_line, read_requests
+from harness.trial.guestworker import GuestWorkerProcess, collect, guest_worker_record
+from harness.trial.hostworker import read_requests
+from harness.trial.worker import parse_ready_line
 from receipts.canonical import canonical
 from tests.receipts.builders import accepted_model_trial
 
@@ -59,9 +60,9 @@ def test_host_request_records_are_read_or_refused_whole(tmp_path: Path) -> None:
     assert info.value.kind == "duplicate_key"
 
 
-def _guest_worker(raw: bytes | None) -> GuestWorker:
+def _guest_worker(raw: bytes | None) -> GuestWorkerProcess:
     process = cast(Any, object())  # collect() and the record never touch the channel
-    return GuestWorker(process, "a" * 64, time.monotonic(), pid=7, records_raw=raw)
+    return GuestWorkerProcess(process, "a" * 64, time.monotonic(), pid=7, records_raw=raw)
 
 
 def test_guest_request_records_as_written_are_counted() -> None:

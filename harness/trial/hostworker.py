@@ -23,31 +23,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.profiles import Profile
-from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines, strict_object
+from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines
 from harness.trial.owned import OwnedResources
+from harness.trial.worker import (
+    Worker,
+    WorkerEnd,
+    WorkerLaunch,
+    WorkerStageFailed,
+    parse_ready_line,
+    serve_args,
+    summary_record,
+)
 from host.cgroups import Cgroup
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.cgroups.spawn import spawn_in_cgroup
+from host.runtime import GuestRuntime
 from host.vm.cleanup import CleanupResult
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.worker import WorkerCategory
+from receipts.vocabulary import WorkerPlacement
 
 PR_SET_PDEATHSIG = 1
 READY_DEADLINE_S = 120.0
+SOCKET_NAME = "api.sock"
+"""The worker's socket in the trial's scratch: the host end of the guestfwd channel."""
 STOP_DEADLINE_S = 10.0
-CONSTRAINT = "llguidance"
-"""The constraint backend the worker is started with (its default, stated here)."""
-
-
-class WorkerStageFailed(Exception):
-    def __init__(self, category: WorkerCategory) -> None:
-        super().__init__(category)
-        self.category: WorkerCategory = category
 
 
 @dataclass
-class HostWorker:
+class HostWorkerProcess:
     """The launched worker; built as soon as its process exists, so that its release
     can record what it found (the process already gone) wherever the trial ends."""
 
@@ -99,7 +104,7 @@ def _cgroup_release(cgroup: Cgroup) -> Callable[[], Awaitable[tuple[CleanupResul
 
 
 def _process_release(
-    popen: subprocess.Popen[bytes], worker: HostWorker
+    popen: subprocess.Popen[bytes], worker: HostWorkerProcess
 ) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
     """Stop the worker and prove it gone. Before any signal, it asks whether the worker
     is still running: a worker that exited on its own is a failure of the worker stage
@@ -140,59 +145,9 @@ def _process_release(
     return release
 
 
-@dataclass(frozen=True)
-class ReadyLine:
-    """The worker's one startup line (guest/worker/__main__.py): it listens, and where."""
-
-    port: int | None
-
-
-def parse_ready_line(line: bytes) -> ReadyLine | None:
-    """The worker's ready line, `{"ready": true, "port": N or null, ...}` as strict JSON,
-    or None for anything else (nothing, a partial line, a duplicate `ready`, `"ready": 1`):
-    a worker that did not say it is ready in exactly these words is not ready. The caller
-    names the failure by whether the process still runs."""
-    try:
-        value = strict_object(line)
-    except GuestOutputInvalid:
-        return None
-    port = value.get("port")
-    port_ok = port is None or (isinstance(port, int) and not isinstance(port, bool))
-    if value.get("ready") is not True or not port_ok:
-        return None
-    return ReadyLine(port if isinstance(port, int) else None)
-
-
-def serve_args(profile: Profile, model: str, sha256: str, records: str) -> list[str]:
-    """`guest.worker serve` arguments from the profile, the same wherever it runs (the
-    caller adds where it listens: a Unix socket on the host, a loopback port in the guest)."""
-    inference = profile.inference
-    return [
-        "serve",
-        "--model",
-        model,
-        "--sha256",
-        sha256,
-        "--threads",
-        str(inference.threads),
-        "--context",
-        str(inference.context_tokens),
-        "--request-floor",
-        str(profile.memory.request_admission_floor),
-        "--runtime-guard",
-        str(profile.memory.runtime_guard),
-        "--deadline-s",
-        str(inference.request_deadline_s),
-        "--max-tokens",
-        str(inference.max_tokens),
-        "--records",
-        records,
-    ]
-
-
 async def start_host_worker(
     *, profile: Profile, gguf: Path, sha256: str, scratch: Path, tag: str, owned: OwnedResources
-) -> HostWorker:
+) -> HostWorkerProcess:
     try:
         cgroup = detect().create(f"worker-{tag}")
     except (CgroupError, OSError):
@@ -203,7 +158,7 @@ async def start_host_worker(
         cgroup.set_memory_limit(profile.memory.worker_cgroup_limit)
     except (CgroupError, OSError):
         raise WorkerStageFailed("worker_exited") from None
-    socket = scratch / "api.sock"
+    socket = scratch / SOCKET_NAME
     records = scratch / "worker-records.jsonl"
     argv = [
         sys.executable,
@@ -235,7 +190,7 @@ async def start_host_worker(
     except CgroupError:
         raise WorkerStageFailed("worker_exited") from None
 
-    worker = HostWorker(None, popen.pid, cgroup, socket, records, sha256, 0, started)
+    worker = HostWorkerProcess(None, popen.pid, cgroup, socket, records, sha256, 0, started)
     owned.register("worker_process", _process_release(popen, worker))
     assert popen.stdout is not None
     try:
@@ -258,7 +213,7 @@ def read_requests(path: Path) -> tuple[WorkerRequestRecord, ...]:
 
 
 def worker_category(
-    worker: HostWorker, oom_kills: int | None, records: WorkerCategory = "ok"
+    worker: HostWorkerProcess, oom_kills: int | None, records: WorkerCategory = "ok"
 ) -> WorkerCategory:
     """What the worker's end says about the stage, once its release has run. The
     cgroup's OOM kill count names the cause when it shows one (the kernel killed it
@@ -274,7 +229,7 @@ def worker_category(
 
 
 def worker_record(
-    worker: HostWorker,
+    worker: HostWorkerProcess,
     requests: tuple[WorkerRequestRecord, ...],
     records: WorkerCategory = "ok",
 ) -> WorkerRecord:
@@ -284,19 +239,58 @@ def worker_record(
         readings = worker.cgroup.read_memory()
         peak = readings.peak.value if readings.peak.state == "present" else None
         oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
-    return WorkerRecord(
-        category=worker_category(worker, oom, records),
-        placement="host",
-        channel="guestfwd_unix",
-        model_sha256=worker.model_sha256,
-        constraint_backend=CONSTRAINT,
-        requests=len(requests),
-        admitted=sum(r.admission == "admitted" for r in requests),
-        refused=sum(r.admission == "refused" for r in requests),
-        prompt_tokens_total=sum(r.prompt_tokens for r in requests),
-        completion_tokens_total=sum(r.completion_tokens for r in requests),
-        oom_kills=oom,
-        peak_rss_bytes=peak,
-        load_ms=worker.load_ms,
-        duration_ms=int((time.monotonic() - worker.started) * 1000),
-    )
+    end = WorkerEnd(oom, peak, worker.load_ms, worker.started)
+    category = worker_category(worker, oom, records)
+    return summary_record("host", category, worker.model_sha256, requests, end)
+
+
+HOST_WORKER_URL = "http://10.0.2.100:8080"
+"""The guest's one route to the host worker: QEMU's guestfwd to the worker's socket."""
+
+
+class HostWorker(Worker):
+    """The worker on the host (placement `host`): nothing of its own on the guest's disk;
+    the guest reaches its socket in the trial's scratch through the guestfwd channel."""
+
+    placement: WorkerPlacement = "host"
+    url = HOST_WORKER_URL
+    ready_deadline_s = READY_DEADLINE_S
+
+    def __init__(self) -> None:
+        self.process: HostWorkerProcess | None = None
+        """Set once it said it is ready."""
+
+    def runtime(self, cache: Path) -> GuestRuntime | None:
+        return None
+
+    def disk_files(self, root: Path, gguf: Path | None) -> None:
+        return None
+
+    def socket(self, scratch: Path) -> Path | None:
+        return scratch / SOCKET_NAME
+
+    async def start(self, launch: WorkerLaunch) -> None:
+        self.process = await start_host_worker(
+            profile=launch.profile,
+            gguf=launch.gguf,
+            sha256=launch.sha256,
+            scratch=launch.scratch,
+            tag=launch.tag,
+            owned=launch.owned,
+        )
+
+    async def stop(
+        self, owned: OwnedResources
+    ) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]] | None:
+        if self.process is None:
+            return None
+        await owned.release_early("worker_process")
+        category: WorkerCategory = "ok"
+        try:
+            requests = read_requests(self.process.records)
+        except GuestOutputInvalid:
+            category, requests = "records_invalid", ()
+        return worker_record(self.process, requests, category), requests
+
+    def memory_pid(self) -> int | None:
+        return self.process.popen_pid if self.process is not None else None
