@@ -12,38 +12,24 @@ outside a trial (tests, benchmarks) hold no lease: gc treats them as leftovers.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
-import time
 from pathlib import Path
 from typing import Literal
 
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
-from host.vm.cleanup import CleanupResult, Stopwatch
+from host.release import (
+    CleanupResult,
+    Stopwatch,
+    release_cgroup,
+    remove_dir,
+    remove_files,
+    stop_process,
+)
 from host.vm.leftovers import LIBVIRT_LOG_DIR, Leftover, find_leftovers
-from host.vm.process import process_running
 
 KILL_DEADLINE_S = 10.0
 
 __all__ = ["Leftover", "collect", "find_leftovers"]
-
-
-def _kill(pid: int) -> CleanupResult:
-    watch = Stopwatch()
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return CleanupResult("qemu_process", "confirmed", "process_gone", 0)
-    except OSError:
-        return CleanupResult("qemu_process", "failed", "unread", 0)
-    while watch.ms() < KILL_DEADLINE_S * 1000:
-        if not process_running(pid):
-            return CleanupResult("qemu_process", "confirmed", "process_gone", watch.ms())
-        time.sleep(0.05)
-    return CleanupResult("qemu_process", "failed", "still_present", watch.ms())
 
 
 def _destroy_domain(name: str) -> CleanupResult:
@@ -67,48 +53,25 @@ def _destroy_domain(name: str) -> CleanupResult:
 
 
 def _release_cgroup(name: str) -> CleanupResult:
-    watch = Stopwatch()
     try:
         group = detect().open(name)
-        group.kill_members()
-        group.remove()
-        gone = not group.exists()
     except (CgroupError, OSError):
-        return CleanupResult("cgroup", "failed", "unread", watch.ms())
-    if gone:
-        return CleanupResult("cgroup", "confirmed", "cgroup_empty_and_removed", watch.ms())
-    return CleanupResult("cgroup", "failed", "still_present", watch.ms())
-
-
-def _remove_dir(path: Path) -> CleanupResult:
-    watch = Stopwatch()
-    shutil.rmtree(path, ignore_errors=True)
-    if path.exists() or path.is_symlink():
-        return CleanupResult("scratch_dir", "failed", "still_present", watch.ms())
-    return CleanupResult("scratch_dir", "confirmed", "directory_absent", watch.ms())
-
-
-def _remove_file(path: Path) -> CleanupResult:
-    """A stale lease file or libvirt domain log: the trial's last names on disk
-    (reported as part of its scratch: the record has no resource of their own)."""
-    watch = Stopwatch()
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    if path.exists() or path.is_symlink():
-        return CleanupResult("scratch_dir", "failed", "still_present", watch.ms())
-    return CleanupResult("scratch_dir", "confirmed", "file_absent", watch.ms())
+        return CleanupResult("cgroup", "failed", "unread", 0)
+    return release_cgroup(group)
 
 
 def release(item: Leftover) -> CleanupResult:
     if item.kind == "libvirt_domain":
         return _destroy_domain(item.name)
     if item.kind == "qemu_process":
-        return _kill(int(item.name))
+        return stop_process(int(item.name), "qemu_process", KILL_DEADLINE_S)
     if item.kind == "cgroup":
         return _release_cgroup(item.name)
     if item.kind == "trial_file":
-        return _remove_file(Path(item.name))
-    return _remove_dir(Path(item.name))
+        # A stale lease file or libvirt domain log: the trial's last names on disk
+        # (reported as part of its scratch: the record has no resource of their own).
+        return remove_files((Path(item.name),), "scratch_dir")
+    return remove_dir(Path(item.name), "scratch_dir")
 
 
 def collect(

@@ -13,6 +13,12 @@ follow from them:
 - a worker that ended `ok` was started: its process, and on the host also its cgroup
   and socket.
 
+The trial's own scratch directory (`trial_scratch`) is released with a receipt too,
+and a failed removal fails the verdict like any other; it is not required here, because
+no record of a `trial/2` receipt says the scratch was made (receipts written before it
+had a receipt are still valid). It has a resource name of its own so that it can never
+stand in for a guest's `scratch_dir` in the counts below.
+
 Counts, not just kinds: two guests mean two of each. A receipt for a resource kind
 may appear more often than required (a release reports what it found); one may never
 appear less often.

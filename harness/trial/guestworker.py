@@ -47,6 +47,7 @@ from harness.trial.worker import (
     serve_args,
     summary_record,
 )
+from host.release import CleanupResult
 from host.runtime import (
     WORKER_DISTRIBUTIONS,
     GuestRuntime,
@@ -56,7 +57,6 @@ from host.runtime import (
 )
 from host.ssh import RemoteProcess, SshSession
 from host.ssh.errors import SshError
-from host.vm.cleanup import CleanupResult
 from host.wheels import WheelBuildError, build_llama
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.worker import WorkerCategory

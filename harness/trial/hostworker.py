@@ -38,8 +38,9 @@ from host.cgroups import Cgroup
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.cgroups.spawn import spawn_in_cgroup
+from host.release import CleanupResult, release_cgroup, remove_files
 from host.runtime import GuestRuntime
-from host.vm.cleanup import CleanupResult
+from host.vm.process import process_running
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.worker import WorkerCategory
 from receipts.vocabulary import WorkerPlacement
@@ -75,32 +76,11 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _pid_running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def _cgroup_release(cgroup: Cgroup) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
-    def release() -> tuple[CleanupResult, ...]:
-        started = time.monotonic()
-        try:
-            cgroup.kill_members()
-            cgroup.remove()
-            gone = not cgroup.exists()
-        except (CgroupError, OSError):
-            gone = False
-        elapsed = int((time.monotonic() - started) * 1000)
-        if gone:
-            return (CleanupResult("cgroup", "confirmed", "cgroup_empty_and_removed", elapsed),)
-        return (CleanupResult("cgroup", "failed", "still_present", elapsed),)
+    async def release() -> tuple[CleanupResult, ...]:
+        return (await asyncio.to_thread(release_cgroup, cgroup),)
 
-    async def release_async() -> tuple[CleanupResult, ...]:
-        return await asyncio.to_thread(release)
-
-    return release_async
+    return release
 
 
 def _process_release(
@@ -122,10 +102,7 @@ def _process_release(
         except subprocess.TimeoutExpired:
             popen.kill()
             await asyncio.to_thread(popen.wait)
-        gone = not _pid_running(popen.pid)
-        with contextlib.suppress(FileNotFoundError):
-            socket.unlink()
-        socket_gone = not socket.exists()
+        gone = not process_running(popen.pid)
         elapsed = int((time.monotonic() - began) * 1000)
         return (
             CleanupResult(
@@ -134,12 +111,7 @@ def _process_release(
                 "process_reaped" if gone else "still_present",
                 elapsed,
             ),
-            CleanupResult(
-                "worker_socket",
-                "confirmed" if socket_gone else "failed",
-                "file_absent" if socket_gone else "still_present",
-                0,
-            ),
+            remove_files((socket,), "worker_socket"),
         )
 
     return release

@@ -1,6 +1,7 @@
 """Resources a trial owns, released in reverse order, one cleanup receipt each.
 
-Each resource registers its release when it is acquired (STANDARDS.md §10). Release
+Each resource registers its release when it is acquired, under its closed resource
+name (the cleanup record's `Resource`), so `release_early` cannot miss it by a typo. Release
 never raises: a release that fails says `failed` with its evidence, and the ones
 after it still run. The receipts come out in release order.
 """
@@ -11,28 +12,29 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from host.vm.cleanup import CleanupResult
+from host.release import CleanupResult
+from receipts.records.cleanup import Resource
 
 Release = Callable[[], Awaitable[tuple[CleanupResult, ...]]]
 
 
 class OwnedResources:
     def __init__(self) -> None:
-        self._releases: list[tuple[str, Release]] = []
+        self._releases: list[tuple[Resource, Release]] = []
         self._released: list[CleanupResult] = []
 
-    def register(self, resource: str, release: Release) -> None:
+    def register(self, resource: Resource, release: Release) -> None:
         self._releases.append((resource, release))
 
-    async def _run(self, resource: str, release: Release) -> None:
+    async def _run(self, resource: Resource, release: Release) -> None:
         started = time.monotonic()
         try:
             self._released.extend(await release())
         except Exception:  # noqa: BLE001 - a failed release is evidence, not a crash
             elapsed = int((time.monotonic() - started) * 1000)
-            self._released.append(CleanupResult(resource, "failed", "unread", elapsed))  # type: ignore[arg-type]
+            self._released.append(CleanupResult(resource, "failed", "unread", elapsed))
 
-    async def release_early(self, resource: str) -> None:
+    async def release_early(self, resource: Resource) -> None:
         """Release the latest registration of `resource` now (e.g. the worker, which must
         stop before verification); its receipts keep their place in release order."""
         for position in range(len(self._releases) - 1, -1, -1):

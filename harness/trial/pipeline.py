@@ -49,7 +49,7 @@ from harness.trial.guestrecords import (
 from harness.trial.hoststate import host_state_record, unread_snapshot
 from harness.trial.memsampler import MemorySampler, memory_dir_of_pid
 from harness.trial.modelstage import PreparedModel, prepare
-from harness.trial.owned import OwnedResources
+from harness.trial.owned import OwnedResources, Release
 from harness.trial.placement import resolve_placement, worker_for
 from harness.trial.preflight import preflight
 from harness.trial.progress import NoProgress, ProgressSink, TrialStep
@@ -70,6 +70,7 @@ from host.hoststate.others import live_trial_tags
 from host.hoststate.snapshot import HostSnapshot, take_snapshot
 from host.image.build import GuestImage, ensure_image, failure_record
 from host.image.errors import ImageError
+from host.release import CleanupResult, remove_dir
 from host.runtime import GuestRuntime, RuntimeBuildError, RuntimeFailure, build_runtime
 from host.ssh import CommandResult, SshSession
 from host.ssh.errors import SshError
@@ -781,6 +782,7 @@ class Trial:
         started_ms = int(time.time() * 1000)
         before = self.host_snapshot(trials_root)
         scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-", dir=trials_root))
+        self.owned.register("trial_scratch", _scratch_release(scratch))
         sampler = MemorySampler(
             lambda: next((h.memory_dir for h in (self.verifier, self.vm) if h), None),
             lambda: memory_dir_of_pid(self.worker.memory_pid() if self.worker else None),
@@ -821,7 +823,6 @@ class Trial:
                     else None
                 )
                 cleanup = await self.owned.release_all()
-                shutil.rmtree(scratch, ignore_errors=True)
         if vm_final is not None:
             self.keep("vm", vm_final)
         if verifier_final is not None:
@@ -968,6 +969,15 @@ class Trial:
             cancel_signal=self.cancel_signal if self.cancelled_in is not None else None,
             verdict=verdict,
         )
+
+
+def _scratch_release(scratch: Path) -> Release:
+    """The trial's scratch goes last (registered first): everything in it is released."""
+
+    async def release() -> tuple[CleanupResult, ...]:
+        return (await asyncio.to_thread(remove_dir, scratch, "trial_scratch"),)
+
+    return release
 
 
 async def run_trial(options: TrialOptions, progress: ProgressSink | None = None) -> TrialResult:

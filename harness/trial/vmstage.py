@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.image.build import GuestImage
 from host.image.disk import build_data_disk
+from host.release import CleanupResult, release_cgroup, remove_dir
 from host.vm.accel import choose_accelerator
 from host.vm.backend import Vm, VmBackend, VmSpec
 from host.vm.budgets import (
@@ -36,7 +35,6 @@ from host.vm.budgets import (
     swap_limit_of,
 )
 from host.vm.categories import Accelerator, AcceleratorReason, AccelRequest
-from host.vm.cleanup import CleanupResult
 from host.vm.errors import VmError
 from receipts.records import VmRecord
 from receipts.records.vm import VmCategory
@@ -76,31 +74,6 @@ class VmStageFailed(Exception):
         super().__init__(category)
         self.category: VmCategory = category
         self.handle = handle
-
-
-def _release_cgroup(cgroup: Cgroup) -> tuple[CleanupResult, ...]:
-    started = time.monotonic()
-    try:
-        cgroup.kill_members()
-        cgroup.remove()
-        gone = not cgroup.exists()
-    except (CgroupError, OSError):
-        return (
-            CleanupResult("cgroup", "failed", "unread", int((time.monotonic() - started) * 1000)),
-        )
-    status, evidence = (
-        ("confirmed", "cgroup_empty_and_removed") if gone else ("failed", "still_present")
-    )
-    return (CleanupResult("cgroup", status, evidence, int((time.monotonic() - started) * 1000)),)  # type: ignore[arg-type]
-
-
-def _release_dir(path: Path) -> tuple[CleanupResult, ...]:
-    started = time.monotonic()
-    shutil.rmtree(path, ignore_errors=True)
-    elapsed = int((time.monotonic() - started) * 1000)
-    if path.exists():
-        return (CleanupResult("data_disk", "failed", "still_present", elapsed),)
-    return (CleanupResult("data_disk", "confirmed", "file_absent", elapsed),)
 
 
 VERIFIER_MEMORY_MIB = 1024
@@ -224,10 +197,10 @@ def _acquire(
     except (CgroupError, OSError):
         raise VmStageFailed("cgroup_apply_failed") from None
 
-    async def release_cgroup() -> tuple[CleanupResult, ...]:
-        return await asyncio.to_thread(_release_cgroup, cgroup)
+    async def release_cgroup_() -> tuple[CleanupResult, ...]:
+        return (await asyncio.to_thread(release_cgroup, cgroup),)
 
-    owned.register("cgroup", release_cgroup)
+    owned.register("cgroup", release_cgroup_)
     handle = VmHandle(cgroup)
     try:
         memory = cgroup.set_memory_limit(profile.memory.qemu_cgroup_limit)
@@ -242,7 +215,7 @@ def _acquire(
     disk_dir.mkdir(mode=0o700, parents=True)
 
     async def release_disk() -> tuple[CleanupResult, ...]:
-        return _release_dir(disk_dir)
+        return (remove_dir(disk_dir, "data_disk"),)
 
     owned.register("data_disk", release_disk)
     return handle, disk_dir

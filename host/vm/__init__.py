@@ -5,10 +5,10 @@
 `put()`/`get()`, `stop()` and `cleanup()` (one `CleanupResult` per owned resource).
 """
 
+from host.release import CleanupResult
 from host.vm.accel import AccelChoice, choose_accelerator, kvm_device_state
 from host.vm.backend import BootImage, Vm, VmBackend, VmFacts, VmSpec
 from host.vm.categories import Accelerator, AccelRequest, StopMethod, VmFailure
-from host.vm.cleanup import CleanupResult
 from host.vm.errors import VmError
 from host.vm.qemu import QemuBackend, QemuVm
 

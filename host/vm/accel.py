@@ -21,8 +21,8 @@ from pathlib import Path
 
 from host.cgroups import Cgroup
 from host.image.contract import CONSOLE_PROBE_DONE
+from host.release import Stopwatch
 from host.vm.categories import Accelerator, AcceleratorReason, AccelRequest
-from host.vm.cleanup import Stopwatch
 from host.vm.cmdline import QemuConfig, qemu_argv
 from host.vm.process import spawn_qemu, wait_exit
 from host.vm.scratch import create_scratch

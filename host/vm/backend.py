@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from host.cgroups import Cgroup
+from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.vm.categories import Accelerator, AcceleratorReason
-from host.vm.cleanup import CleanupResult
 from receipts.records.vm import VmCategory, VmRecord
 
 

@@ -10,12 +10,11 @@ tests one implementation of it, not two that may drift.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import time
 from pathlib import Path
 from typing import Literal
 
+from host.release import CleanupResult, Stopwatch, not_acquired, remove_dir, remove_files
 from host.ssh import (
     CommandResult,
     KeyFiles,
@@ -29,7 +28,6 @@ from host.ssh import (
 )
 from host.vm.backend import Vm, VmFacts, VmSpec
 from host.vm.categories import StopMethod
-from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
 from host.vm.errors import VmError
 from host.vm.ports import pick_loopback_port, probe_port
 from host.vm.scratch import create_overlay, create_scratch
@@ -177,39 +175,14 @@ class GuestVm(Vm):
     def _release_file(self, resource: Literal["overlay_disk"], path: Path | None) -> CleanupResult:
         if path is None:
             return not_acquired(resource)
-        watch = Stopwatch()
-        return CleanupResult(resource, *remove_files((path,)), watch.ms())
+        return remove_files((path,), resource)
 
     def _release_keys(self, paths: tuple[Path, Path] | None) -> CleanupResult:
         if paths is None:
             return not_acquired("ssh_keys")
-        watch = Stopwatch()
-        return CleanupResult("ssh_keys", *remove_files(paths), watch.ms())
+        return remove_files(paths, "ssh_keys")
 
     def _release_scratch(self) -> CleanupResult:
         if self.scratch is None:
             return not_acquired("scratch_dir")
-        watch = Stopwatch()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        try:
-            present = self.scratch.exists() or self.scratch.is_symlink()
-        except OSError:
-            return CleanupResult("scratch_dir", "failed", "unread", watch.ms())
-        if present:
-            return CleanupResult("scratch_dir", "failed", "still_present", watch.ms())
-        return CleanupResult("scratch_dir", "confirmed", "directory_absent", watch.ms())
-
-
-def remove_files(
-    paths: tuple[Path, ...],
-) -> tuple[Literal["confirmed", "failed"], Literal["file_absent", "still_present", "unread"]]:
-    """Unlink each path, then prove each is gone; never raises (teardown goes on)."""
-    for path in paths:
-        with contextlib.suppress(OSError):
-            path.unlink()
-    try:
-        if any(p.exists() or p.is_symlink() for p in paths):
-            return "failed", "still_present"
-    except OSError:
-        return "failed", "unread"
-    return "confirmed", "file_absent"
+        return remove_dir(self.scratch, "scratch_dir")

@@ -29,9 +29,9 @@ from typing import Any, Literal
 import libvirt
 
 from host.cgroups import CgroupError
+from host.release import CleanupResult, Stopwatch, not_acquired
 from host.vm.backend import VmSpec
 from host.vm.budgets import BudgetUnread, cpu_limit_of, memory_limit_of, pids_limit_of
-from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
 from host.vm.cmdline import QemuConfig, sandbox_in_force, sandbox_option
 from host.vm.domain import domain_xml
 from host.vm.errors import VmError

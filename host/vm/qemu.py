@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Literal
 
 from host.cgroups import CgroupError
+from host.release import CleanupResult, Stopwatch, not_acquired
 from host.vm.backend import VmSpec
-from host.vm.cleanup import CleanupResult, Stopwatch, not_acquired
 from host.vm.cmdline import QemuConfig, qemu_argv
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm

@@ -22,7 +22,10 @@ Resource = Literal[
     "worker_socket",
     "worker_channel",
     "process_group",
+    "trial_scratch",
 ]
+"""`trial_scratch`: the trial's own scratch directory on the host (the worker's socket and
+records, the read-only disks' trees, the carried workspace); `scratch_dir` is a guest's."""
 
 CleanupStatus = Literal["confirmed", "failed", "not_acquired"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.profiles import load_profile
 from harness.trial.pipeline import Trial, TrialOptions, TrialResult
-from host.vm.cleanup import CleanupResult
+from host.release import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.records import ToolCallRecord, TrialRecord
 from receipts.records.trial import Stage
@@ -34,7 +34,7 @@ def _own_the_records_resources(trial: Trial, records: RecordSet) -> None:
             CleanupResult(c.resource, c.status, c.evidence, c.duration_ms) for c in records.cleanup
         )
 
-    trial.owned.register("builders_resources", release)
+    trial.owned.register("qemu_process", release)  # stands for all of them
 
 
 def _trial(tmp_path: Path) -> Trial:
@@ -86,6 +86,10 @@ def test_a_signal_cancels_the_running_stage_with_a_valid_receipt(tmp_path: Path)
     assert "unread" not in {facet.result for facet in records.hoststate.facets()}
     assert trial.cancel_token.cancelled  # threads doing blocking work see it too
     assert not list((tmp_path / "cache" / "trials").glob("lease-*"))  # the lease is released
+    scratch = [c for c in records.cleanup if c.resource == "trial_scratch"]
+    assert [(c.status, c.evidence) for c in scratch] == [("confirmed", "directory_absent")]
+    assert records.cleanup[-1].resource == "trial_scratch"  # acquired first, released last
+    assert not list((tmp_path / "cache" / "trials").glob("harness-trial-*"))
 
 
 def test_a_second_signal_hurries_past_the_host_state_read(tmp_path: Path) -> None:

@@ -25,9 +25,9 @@ from harness.trial.guestdisk import parse_probe, probe_disk
 from harness.trial.hostworker import HostWorker, HostWorkerProcess
 from harness.trial.pipeline import StageFailed, Trial, TrialOptions, TrialResult
 from harness.trial.vmstage import VmHandle
+from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.ssh.errors import SshError
-from host.vm.cleanup import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
 from receipts.records import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from host.release import CleanupResult, not_acquired
 from host.vm.backend import VmFacts
-from host.vm.cleanup import CleanupResult, not_acquired
 
 
 def test_cleanup_result_becomes_a_cleanup_record() -> None:
