@@ -22,6 +22,7 @@ from guest.agent.prompts import INVALID_CALL_MESSAGE, OMITTED_CALL, SYSTEM_PROMP
 from guest.task import Task
 from guest.tools.registry import ToolSet
 from guest.tools.result import RunTestsDetails, ToolResult
+from receipts.claim import agent_totals
 from receipts.records import AgentRecord, AgentTurnRecord, ToolCallRecord
 from receipts.records.agent import AgentCategory, CgroupEnd, InvalidCallCategory
 
@@ -183,11 +184,7 @@ async def run_agent(
         agent=AgentRecord(
             category=category,
             policy=policy.name,
-            turns=len(turns),
-            tool_calls=len(loop.calls),
-            invalid_tool_calls=sum(turn.kind == "invalid_tool_call" for turn in turns),
-            prompt_tokens_total=sum(turn.prompt_tokens for turn in turns),
-            completion_tokens_total=sum(turn.completion_tokens for turn in turns),
+            **agent_totals(turns, loop.calls),
             processes_left=processes_left,
             agent_cgroup=agent_cgroup,
             duration_ms=_ms(started),

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from receipts.claim import agent_totals
 from receipts.records import (
     AgentRecord,
     AgentTurnRecord,
@@ -134,11 +135,7 @@ def unread_agent_record(policy: Policy, reading: HostReading = "records_invalid"
     return AgentRecord(
         category=reading,
         policy=policy,
-        turns=0,
-        tool_calls=0,
-        invalid_tool_calls=0,
-        prompt_tokens_total=0,
-        completion_tokens_total=0,
+        **agent_totals((), ()),
         processes_left=None,
         agent_cgroup="unread",
         duration_ms=0,

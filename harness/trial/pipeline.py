@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from guest.task import load_task, task_digest
 from harness.dispatch import DispatchRefused, admit, ledger_dir
@@ -83,10 +83,13 @@ from host.vm.libvirt_backend import LibvirtBackend
 from host.vm.qemu import QemuBackend
 from receipts.audit import audit_bytes
 from receipts.bundle import WrittenBundle, write_bundle
+from receipts.claim import claim
 from receipts.records import (
     AgentTurnRecord,
     DispatchRecord,
     GateRecord,
+    HostStateRecord,
+    Record,
     SourceRecord,
     ToolCallRecord,
     TrialRecord,
@@ -97,7 +100,6 @@ from receipts.records import (
 )
 from receipts.records.hostreading import GuestCommandFailure
 from receipts.records.trial import (
-    STAGE_ORDER,
     CancelSignal,
     Policy,
     Stage,
@@ -106,7 +108,7 @@ from receipts.records.trial import (
 from receipts.records.vm import VmCategory
 from receipts.recordset import RecordSet
 from receipts.treedigest import TreeDigestError, tree_sha256
-from receipts.verdict import derive_verdict, first_failed_stage, required_stages, stage_succeeded
+from receipts.verdict import stage_succeeded
 from receipts.vocabulary import Placement, PlacementRequest, channel_for
 
 WORK = "/work"
@@ -155,16 +157,38 @@ class StageFailed(Exception):
     """A stage ended the trial; its record (already collected) names the category."""
 
 
-def _after(stage: Stage, start: Stage) -> bool:
-    """Whether `stage` runs at or after `start` in pipeline order."""
-    return STAGE_ORDER.index(stage) >= STAGE_ORDER.index(start)
-
-
 @dataclass
-class _Collected:
-    singles: dict[str, Any] = field(default_factory=dict)
+class Evidence:
+    """What the stages have recorded so far. `records` holds each single record under its
+    RecordSet field name (a stage's, the verification guest's, memory); what of it the
+    receipt may claim is decided once, at bundling (receipts/claim.py)."""
+
+    records: dict[str, Record] = field(default_factory=dict)
     turns: tuple[AgentTurnRecord, ...] = ()
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    worker_requests: tuple[WorkerRequestRecord, ...] = ()
+
+    def put(self, name: str, record: Record) -> None:
+        self.records[name] = record
+
+    def collected(self) -> RecordSet:
+        """Everything recorded so far, as records (no trial record yet)."""
+        return RecordSet(
+            agent_turns=self.turns,
+            worker_requests=self.worker_requests,
+            tool_calls=self.tool_calls,
+            **self.records,  # type: ignore[arg-type]
+        )
+
+    def record_set(
+        self, trial: TrialRecord, hoststate: HostStateRecord, cleanup: list[CleanupResult]
+    ) -> RecordSet:
+        return dataclasses.replace(
+            self.collected(),
+            trial=trial,
+            hoststate=hoststate,
+            cleanup=tuple(result.to_record(index) for index, result in enumerate(cleanup)),
+        )
 
 
 def _ms(since: float) -> int:
@@ -183,14 +207,14 @@ class Trial:
         backend: VmBackend | None = None,
         progress: ProgressSink | None = None,
     ) -> None:
-        self.o = options
+        self.options = options
         self.progress: ProgressSink = progress or NoProgress()
         self.backend = backend or _backend_named(options.backend)
         if self.backend.name != options.backend:
             raise ValueError("the backend object is not the one the options name")
         self.trial_id = secrets.token_hex(16)
         self.tag = self.trial_id[:16]
-        self.records = _Collected()
+        self.evidence = Evidence()
         self.owned = OwnedResources()
         self.vm: VmHandle | None = None
         self.vm_category: VmCategory = "ok"
@@ -221,7 +245,6 @@ class Trial:
             )
         )
         """Where the worker runs (harness/trial/worker.py); None for a scripted trial."""
-        self.worker_requests: tuple[WorkerRequestRecord, ...] = ()
         self.current: Stage = "preflight"
         """The stage running now; where an unexpected exception is attributed."""
         self.crashed = False
@@ -250,9 +273,6 @@ class Trial:
             ok = True
         finally:
             self.progress.end(name, ok)
-
-    def keep(self, name: str, record: Any) -> None:
-        self.records.singles[name] = record
 
     def live_vm(self, handle: VmHandle | None = None) -> Vm:
         """The agent's guest, or the guest `handle` holds (the verifier's)."""
@@ -309,7 +329,7 @@ class Trial:
 
     @property
     def policy(self) -> Policy:
-        return "model" if self.o.script is None else "scripted"
+        return "model" if self.options.script is None else "scripted"
 
     def cancel(self, signal: CancelSignal) -> None:
         """A stop signal arrived (the CLI's handler calls this on the event loop).
@@ -338,34 +358,34 @@ class Trial:
 
     # ---- stages --------------------------------------------------------------------------
     def stage_preflight(self) -> None:
-        record = preflight(self.o.profile, self.o.cache)
-        self.keep("preflight", record)
+        record = preflight(self.options.profile, self.options.cache)
+        self.evidence.put("preflight", record)
         if record.category != "ok":
             raise StageFailed
 
     def stage_source(self) -> SourceRecord:
-        record = bind_source(REPO, refuse_dirty=self.o.dispatch is not None)
-        self.keep("source", record)
+        record = bind_source(REPO, refuse_dirty=self.options.dispatch is not None)
+        self.evidence.put("source", record)
         if record.category != "ok":
             raise StageFailed
         return record
 
     def stage_dispatch(self, source: SourceRecord) -> None:
-        assert self.o.dispatch is not None
-        ledger = self.o.ledger or ledger_dir()
+        assert self.options.dispatch is not None
+        ledger = self.options.ledger or ledger_dir()
         try:
             record: DispatchRecord = admit(
-                self.o.dispatch, self.o.profile.name, self.o.task, source, ledger
+                self.options.dispatch, self.options.profile.name, self.options.task, source, ledger
             )
         except DispatchRefused:
             raise StageFailed from None  # an unreadable ticket: nothing to record it against
-        self.keep("dispatch", record)
+        self.evidence.put("dispatch", record)
         if record.category != "ok":
             raise StageFailed
 
     def stage_model(self) -> None:
-        self.model = prepare(self.o.profile, self.o.cache, locks=self.o.locks)
-        self.keep("model", self.model.record)
+        self.model = prepare(self.options.profile, self.options.cache, locks=self.options.locks)
+        self.evidence.put("model", self.model.record)
         if self.model.record.category != "ok":
             raise StageFailed
 
@@ -374,7 +394,7 @@ class Trial:
         sha256 = self.model.record.gguf_sha256
         assert sha256 is not None
         launch = WorkerLaunch(
-            profile=self.o.profile,
+            profile=self.options.profile,
             gguf=self.model.gguf,
             sha256=sha256,
             scratch=scratch,
@@ -386,24 +406,24 @@ class Trial:
         try:
             await self.worker.start(launch)
         except WorkerStageFailed as failure:
-            self.keep("worker", self.worker.failed_record(failure.category, sha256))
+            self.evidence.put("worker", self.worker.failed_record(failure.category, sha256))
             raise StageFailed from None
 
     async def stop_worker(self) -> None:
         """Stop the worker before verification; its records are final once it has exited."""
         stopped = await self.worker.stop(self.owned) if self.worker is not None else None
         if stopped is not None:
-            record, self.worker_requests = stopped
-            self.keep("worker", record)
+            record, self.evidence.worker_requests = stopped
+            self.evidence.put("worker", record)
 
     def stage_image(self) -> GuestImage:
         started = time.monotonic()
         try:
-            image = ensure_image(self.o.cache / "images")
+            image = ensure_image(self.options.cache / "images")
         except ImageError as exc:
-            self.keep("image", failure_record(exc, _ms(started)))
+            self.evidence.put("image", failure_record(exc, _ms(started)))
             raise StageFailed from None
-        self.keep("image", image.to_record())
+        self.evidence.put("image", image.to_record())
         return image
 
     def data_source(self, scratch: Path) -> Path:
@@ -412,12 +432,12 @@ class Trial:
         root = scratch / "data"
         shutil.copytree(self.runtime.root, root / "runtime", copy_function=link_or_copy)
         shutil.copy(self.runtime.pins, root / "pins.json")
-        task_copy = root / "task" / self.o.task
+        task_copy = root / "task" / self.options.task
         task_copy.mkdir(parents=True)
         shutil.copy(self.task_dir / "task.toml", task_copy / "task.toml")
         shutil.copytree(self.task_dir / "workspace", root / "workspace")
-        if self.o.script is not None:
-            shutil.copy(self.o.script, root / "script.json")
+        if self.options.script is not None:
+            shutil.copy(self.options.script, root / "script.json")
         if self.worker is not None:
             self.worker.disk_files(root, self.model.gguf if self.model is not None else None)
         return root
@@ -426,7 +446,7 @@ class Trial:
         """The agent's runtime, and the worker's own when it has one (in the guest: its
         wheels and the guest build of llama.cpp). Raises VmStageFailed with a `runtime_*`
         category (inside the VM stage's plan, so the VM record names it)."""
-        cache = self.o.cache
+        cache = self.options.cache
         try:
             self.runtime = build_runtime(
                 REPO, cache=cache / "runtimes", wheelsets=cache / "wheelsets"
@@ -447,13 +467,13 @@ class Trial:
 
         try:
             self.vm = await start_vm(
-                profile=self.o.profile,
+                profile=self.options.profile,
                 image=image,
                 plan=plan,
                 tag=self.tag,
-                trial_root=self.o.cache / "trials",
+                trial_root=self.options.cache / "trials",
                 backend=self.backend,
-                accel=self.o.accel,
+                accel=self.options.accel,
                 owned=self.owned,
             )
         except VmStageFailed as failure:
@@ -472,7 +492,7 @@ class Trial:
         line = parse_gate_line(result.stdout)
         category = line.category if line is not None else "unread"
         verified = line.files_verified if line is not None else 0
-        self.keep(
+        self.evidence.put(
             "gate",
             GateRecord.model_validate(
                 {
@@ -489,10 +509,10 @@ class Trial:
 
     async def stage_agent(self) -> None:
         assert self.runtime is not None
-        profile = self.o.profile
+        profile = self.options.profile
         prepare = (
             f"mkdir -m 0755 -p {WORK} && cp -a {READ_ONLY}/workspace {WORK}/workspace && "
-            f"mkdir -p {WORK}/task && cp -a {READ_ONLY}/task/{self.o.task} {WORK}/task/"
+            f"mkdir -p {WORK}/task && cp -a {READ_ONLY}/task/{self.options.task} {WORK}/task/"
         )
         result = await self.guest(prepare, 60.0)
         if result.exit_status != 0:
@@ -506,7 +526,7 @@ class Trial:
         }
         args = [
             "--task-dir",
-            f"{WORK}/task/{self.o.task}",
+            f"{WORK}/task/{self.options.task}",
             "--workspace",
             f"{WORK}/workspace",
             "--records",
@@ -516,7 +536,7 @@ class Trial:
             "--approvals",
             profile.agent.approvals,
         ]
-        if self.o.script is not None:
+        if self.options.script is not None:
             args += ["--script", f"{READ_ONLY}/script.json"]
         else:
             assert self.model is not None and self.model.record.gguf_sha256 is not None
@@ -539,15 +559,15 @@ class Trial:
         deadline = float(profile.agent.wall_deadline_s) + 60.0
         failure = await self.gated("guest.agent", args, deadline)
         if failure is not None:
-            self.keep("agent", unread_agent_record(self.policy, failure))
+            self.evidence.put("agent", unread_agent_record(self.policy, failure))
             raise StageFailed
         try:
             output = read_agent_output(await self.fetch_output(f"{WORK}/agent.json"))
         except GuestOutputInvalid:
-            self.keep("agent", unread_agent_record(self.policy))
+            self.evidence.put("agent", unread_agent_record(self.policy))
             raise StageFailed from None
-        self.keep("agent", output.agent)
-        self.records.turns, self.records.tool_calls = output.turns, output.tool_calls
+        self.evidence.put("agent", output.agent)
+        self.evidence.turns, self.evidence.tool_calls = output.turns, output.tool_calls
         if not stage_succeeded(output.agent):
             raise StageFailed
 
@@ -578,36 +598,36 @@ class Trial:
         carried = await self.carry_workspace(scratch)
         accelerator = await self.release_agent_guest()
         if carried is None:
-            self.keep("verification", unread_verification_record("workspace_not_carried"))
+            self.evidence.put("verification", unread_verification_record("workspace_not_carried"))
             raise StageFailed
         try:
             carried_sha256 = await in_thread(tree_sha256, carried)
         except TreeDigestError:
-            self.keep("verification", unread_verification_record("workspace_not_carried"))
+            self.evidence.put("verification", unread_verification_record("workspace_not_carried"))
             raise StageFailed from None
         source = await in_thread(self.verifier_source, scratch, carried)
         self.verifier_started = True
         try:
             self.verifier = await start_verifier_vm(
-                profile=self.o.profile,
+                profile=self.options.profile,
                 image=image,
                 data_source=source,
                 tag=self.tag,
-                trial_root=self.o.cache / "trials",
+                trial_root=self.options.cache / "trials",
                 backend=self.backend,
                 accelerator=accelerator,
                 owned=self.owned,
             )
         except VmStageFailed as failure:
             self.verifier, self.verifier_category = failure.handle, failure.category
-            self.keep("verification", unread_verification_record("verifier_vm_failed"))
+            self.evidence.put("verification", unread_verification_record("verifier_vm_failed"))
             raise StageFailed from None
         try:
             await self.judge_verification(self.verifier, carried_sha256)
         except (SshError, VmError):
             lost = self._vm_gone(self.verifier)
             self.verifier_category = "qemu_exited" if lost else "ssh_dropped"
-            self.keep("verification", unread_verification_record("verifier_vm_failed"))
+            self.evidence.put("verification", unread_verification_record("verifier_vm_failed"))
             raise StageFailed from None
 
     async def judge_verification(self, handle: VmHandle | None, carried_sha256: str) -> None:
@@ -623,7 +643,7 @@ class Trial:
             record = record.model_copy(
                 update={"category": "workspace_mismatch", "result": "failed"}
             )
-        self.keep("verification", record)
+        self.evidence.put("verification", record)
         if record.category != "ok":
             raise StageFailed
 
@@ -657,7 +677,9 @@ class Trial:
         verification guest reuses."""
         assert self.vm is not None and self.vm.vm is not None
         facts = self.vm.vm.facts()
-        self.vm_final = vm_record(self.vm, self.vm_category, self.o.profile, backend=self.o.backend)
+        self.vm_final = vm_record(
+            self.vm, self.vm_category, self.options.profile, backend=self.options.backend
+        )
         await self.owned.release_early("qemu_process")
         return facts.accelerator, facts.accelerator_reason
 
@@ -670,7 +692,7 @@ class Trial:
         shutil.copy(self.runtime.pins, root / "pins.json")
         shutil.copytree(
             self.task_dir,
-            root / "task" / self.o.task,
+            root / "task" / self.options.task,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
         shutil.copytree(workspace, root / "workspace")
@@ -681,7 +703,7 @@ class Trial:
         task = load_task(self.task_dir)
         args = [
             "--task-dir",
-            f"{READ_ONLY}/task/{self.o.task}",
+            f"{READ_ONLY}/task/{self.options.task}",
             "--workspace",
             f"{READ_ONLY}/workspace",
             "--scratch",
@@ -726,13 +748,6 @@ class Trial:
         self.vm_category = "guest_disk_full"
         return True
 
-    def crashed_stage(self, singles: dict[str, Any], trial: TrialRecord) -> Stage:
-        """Where the harness failed: the stage that was running, or an earlier required
-        stage whose record it never finished writing (e.g. the worker's, kept only after
-        the agent), whichever comes first."""
-        missing = [s for s in required_stages(trial) if singles.get(s) is None]
-        return min([self.current, *missing], key=STAGE_ORDER.index)
-
     # ---- the whole run --------------------------------------------------------------------
     def stage_step(
         self, stage: Stage, deadline_s: float | None = None
@@ -743,15 +758,15 @@ class Trial:
 
     async def stages(self, scratch: Path) -> None:
         """Every stage in order; the first failure raises (StageFailed, SshError, VmError)."""
-        profile = self.o.profile
+        profile = self.options.profile
         with self.stage_step("preflight"):
             self.stage_preflight()
         with self.stage_step("source"):
             source = self.stage_source()
-        if self.o.dispatch is not None:
+        if self.options.dispatch is not None:
             with self.stage_step("dispatch"):
                 self.stage_dispatch(source)
-        if self.o.script is None:
+        if self.options.script is None:
             with self.stage_step("model", float(profile.provisioning.deadline_s)):
                 await in_thread(self.stage_model)  # hashing, conversion: minutes for a real model
         with self.stage_step("image", float(profile.provisioning.deadline_s)):
@@ -774,7 +789,7 @@ class Trial:
     async def run(self) -> TrialResult:
         """The trial under its lease (host/vm/lease.py): `harness gc` leaves a live
         trial's resources alone and releases a killed one's."""
-        trials_root = self.o.cache / "trials"
+        trials_root = self.options.cache / "trials"
         with TrialLease(trials_root, self.tag), cancel_scope(self.cancel_token):
             return await self._run(trials_root)
 
@@ -805,7 +820,12 @@ class Trial:
             memory = sampler.stop()  # before teardown releases the cgroups it reads
             with self.step("teardown"):
                 vm_final = self.vm_final or (
-                    vm_record(self.vm, self.vm_category, self.o.profile, backend=self.o.backend)
+                    vm_record(
+                        self.vm,
+                        self.vm_category,
+                        self.options.profile,
+                        backend=self.options.backend,
+                    )
                     if self.vm is not None
                     else None
                 )
@@ -814,9 +834,9 @@ class Trial:
                         vm_record(
                             self.verifier,
                             self.verifier_category,
-                            self.o.profile,
-                            backend=self.o.backend,
-                            guest_memory_bytes=verifier_memory_bytes(self.o.profile),
+                            self.options.profile,
+                            backend=self.options.backend,
+                            guest_memory_bytes=verifier_memory_bytes(self.options.profile),
                         )
                     )
                     if self.verifier_started
@@ -824,10 +844,10 @@ class Trial:
                 )
                 cleanup = await self.owned.release_all()
         if vm_final is not None:
-            self.keep("vm", vm_final)
+            self.evidence.put("vm", vm_final)
         if verifier_final is not None:
-            self.keep("verifier_vm", verifier_final)
-        self.keep("memory", memory)
+            self.evidence.put("verifier_vm", verifier_final)
+        self.evidence.put("memory", memory)
         with self.step("bundle"):
             hoststate = host_state_record(before, await self.after_snapshot(trials_root))
             return self.bundle(started_ms, cleanup, hoststate)
@@ -877,62 +897,23 @@ class Trial:
             own=OwnTrial(self.tag, os.getpid()),
         )
 
-    def bundle(self, started_ms: int, cleanup: list[Any], hoststate: Any) -> TrialResult:
-        singles = dict(self.records.singles)
-        crashed: Stage | None = None
-        void_from: Stage | None = None
-        if singles.get("vm") is not None and singles["vm"].category != "ok":
-            void_from = "gate"  # the VM failed under every later stage: their evidence is void
-        elif self.crashed:
-            provisional = self.trial_record(started_ms, None, None, "evidence_incomplete")
-            crashed = void_from = self.crashed_stage(singles, provisional)
-        else:
-            # A stage can be found failed only after a later one ran: the guest worker's
-            # death is read when it is stopped, after the agent. The verdict is the first
-            # failure; records of the stages after it are not part of the claim.
-            failed_first = self.first_failed(started_ms, singles)
-            if failed_first is not None and failed_first != STAGE_ORDER[-1]:
-                void_from = STAGE_ORDER[STAGE_ORDER.index(failed_first) + 1]
-        if self.cancelled_in is not None:  # what the cancelled stage did is void, and after
-            void_from = min(
-                (s for s in (void_from, self.cancelled_in) if s is not None),
-                key=STAGE_ORDER.index,
-            )
-        if void_from is not None:
-            for later in STAGE_ORDER:
-                if _after(later, void_from):
-                    singles.pop(later, None)
-            if "verification" not in singles:  # the verification guest goes with its stage
-                singles.pop("verifier_vm", None)
-            if _after("worker", void_from):
-                self.worker_requests = ()
-            if _after("agent", void_from):
-                self.records.turns, self.records.tool_calls = (), ()
-        provisional = self.trial_record(started_ms, None, crashed, "evidence_incomplete")
-        records = RecordSet(
-            trial=provisional,
-            hoststate=hoststate,
-            agent_turns=self.records.turns,
-            worker_requests=self.worker_requests,
-            tool_calls=self.records.tool_calls,
-            cleanup=tuple(result.to_record(index) for index, result in enumerate(cleanup)),
-            **singles,
-        )
-        failed: Stage | None = first_failed_stage(records)
-        records = dataclasses.replace(
-            records, trial=self.trial_record(started_ms, failed, crashed, "accepted")
-        )
-        verdict = derive_verdict(records)
-        records = dataclasses.replace(
-            records, trial=self.trial_record(started_ms, failed, crashed, verdict)
-        )
-        self.o.out_dir.mkdir(parents=True, exist_ok=True)
-        target = self.o.out_dir / f"trial-{self.trial_id}.zip"
+    def bundle(
+        self, started_ms: int, cleanup: list[CleanupResult], hoststate: HostStateRecord
+    ) -> TrialResult:
+        """Write the receipt: what the trial may claim of what it collected (receipts/
+        claim.py, the rule the audit checks), audited before it is reported."""
+        collected = self.evidence.record_set(self.trial_record(started_ms), hoststate, cleanup)
+        records = claim(collected, crashed_in=self.current if self.crashed else None)
+        trial = records.trial
+        assert isinstance(trial, TrialRecord)
+        self.options.out_dir.mkdir(parents=True, exist_ok=True)
+        target = self.options.out_dir / f"trial-{self.trial_id}.zip"
         written = write_bundle(records, target)
         valid = audit_bytes(target.read_bytes()).valid
+        failed = trial.failed_stage
         failed_record = records.stage_record(failed) if failed is not None else None
         return TrialResult(
-            verdict=verdict,
+            verdict=trial.verdict,
             receipt=target,
             bundle=written,
             valid=valid,
@@ -940,34 +921,28 @@ class Trial:
             failed_category=getattr(failed_record, "category", None),
         )
 
-    def first_failed(self, started_ms: int, singles: dict[str, Any]) -> Stage | None:
-        provisional = RecordSet(
-            trial=self.trial_record(started_ms, None, None, "evidence_incomplete"), **singles
-        )
-        return first_failed_stage(provisional)
-
-    def trial_record(
-        self, started_ms: int, failed: Stage | None, crashed: Stage | None, verdict: Verdict
-    ) -> TrialRecord:
-        scripted = self.o.script is not None
+    def trial_record(self, started_ms: int) -> TrialRecord:
+        """What was asked for and how it ended; the failed stage, internal error and
+        verdict are for receipts/claim.py to fill in."""
+        scripted = self.options.script is not None
         return TrialRecord(
             trial_id=self.trial_id,
             harness_version=HARNESS_VERSION,
-            profile=self.o.profile.name,
-            task=self.o.task,
+            profile=self.options.profile.name,
+            task=self.options.task,
             policy="scripted" if scripted else "model",
-            backend=self.o.backend,
-            accel_requested=self.o.accel,
+            backend=self.options.backend,
+            accel_requested=self.options.accel,
             placement=self.placement,
             channel=channel_for(self.placement),
-            dispatched=self.o.dispatch is not None,
+            dispatched=self.options.dispatch is not None,
             started_unix_ms=started_ms,
             ended_unix_ms=max(int(time.time() * 1000), started_ms),
-            failed_stage=failed,
-            internal_error_stage=crashed,
+            failed_stage=None,
+            internal_error_stage=None,
             cancelled_stage=self.cancelled_in,
             cancel_signal=self.cancel_signal if self.cancelled_in is not None else None,
-            verdict=verdict,
+            verdict="evidence_incomplete",
         )
 
 

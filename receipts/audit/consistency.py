@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from receipts.audit.context import AuditContext
-from receipts.claim import agent_totals, worker_totals
+from receipts.claim import agent_totals, may_claim, void_from, worker_totals
 from receipts.cleanupset import missing_cleanup
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
 from receipts.records.hoststate import excluded_trials
-from receipts.records.trial import AnyTrialRecord, cancelled_stage
+from receipts.records.trial import AnyTrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
 from receipts.vocabulary import channel_for
@@ -23,23 +23,19 @@ Rule = Callable[[AuditContext, AnyTrialRecord, RecordSet], None]
 
 
 def _required_records(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
+    """Every required stage's record up to the first failure, and none after it: the
+    rule the harness bundles by (receipts/claim.py `void_from`)."""
     if records.hoststate is None:
         ctx.add("consistency", "required_records", "record_missing", "hoststate.json")
-    failed = first_failed_stage(records)
-    ended_early = (trial.internal_error_stage, cancelled_stage(trial))
-    reached_failure = False
+    void = void_from(records)
     for stage in required_stages(trial):
         present = records.stage_record(stage) is not None
         name = KIND_BY_NAME[stage].entry_name()
-        # A stage the harness crashed in, or a stop signal cancelled, has no record of its
-        # own: its evidence is void.
-        reached_failure = reached_failure or stage in ended_early
-        if reached_failure and present:
+        if present and not may_claim(stage, void):
             ctx.add("consistency", "required_records", "record_unexpected", name)
-        elif not reached_failure and not present:
+        elif may_claim(stage, void) and not present:
             ctx.add("consistency", "required_records", "record_missing", name)
-        reached_failure = reached_failure or stage == failed
-    if failed is None and not records.cleanup:
+    if first_failed_stage(records) is None and not records.cleanup:
         ctx.add("consistency", "required_records", "record_missing", "cleanup/000000.json")
 
 

@@ -195,7 +195,7 @@ def test_trial_consumes_into_the_ledger_list_reads(
 ) -> None:
     """One ledger: the trial's dispatch stage consumes into `ledger_dir()` and `harness
     dispatch list` (no --ledger) shows it. Mutation control: put the trial's ledger back
-    under its cache (`self.o.cache / "dispatch-ledger"`) and this test fails."""
+    under its cache (`self.options.cache / "dispatch-ledger"`) and this test fails."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     options = TrialOptions(
         profile=load_profile("tiny"),
@@ -207,7 +207,8 @@ def test_trial_consumes_into_the_ledger_list_reads(
     )
     trial = Trial(options)
     trial.stage_dispatch(_source())
-    assert trial.records.singles["dispatch"].category == "ok"
+    dispatch = trial.evidence.collected().dispatch
+    assert dispatch is not None and dispatch.category == "ok"
     digest = read_ticket(ticket_path).digest()
     assert (ledger_dir() / digest).is_file()
     listed = subprocess.run(

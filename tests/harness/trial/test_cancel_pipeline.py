@@ -52,12 +52,13 @@ def _trial(tmp_path: Path) -> Trial:
 
     async def stages(scratch: Path) -> None:
         for name in BEFORE_AGENT:
-            trial.keep(name, getattr(records, name))
+            trial.evidence.put(name, getattr(records, name))
         _own_the_records_resources(trial, records)
         trial.current = "agent"
         reached_agent.set()
         await asyncio.sleep(3600)  # the agent's command: only a cancel ends it
-        trial.keep("agent", records.agent)
+        assert records.agent is not None
+        trial.evidence.put("agent", records.agent)
 
     trial.stages = stages  # type: ignore[method-assign]
     trial.reached_agent = reached_agent  # type: ignore[attr-defined]
@@ -125,10 +126,10 @@ def test_a_signal_during_teardown_cancels_nothing(tmp_path: Path) -> None:
 
     async def stages(scratch: Path) -> None:
         for name in (*BEFORE_AGENT, "agent", "verification"):
-            trial.keep(name, getattr(records, name))
+            trial.evidence.put(name, getattr(records, name))
         _own_the_records_resources(trial, records)
         calls = tuple(c for c in records.tool_calls if isinstance(c, ToolCallRecord))
-        trial.records.turns, trial.records.tool_calls = records.agent_turns, calls
+        trial.evidence.turns, trial.evidence.tool_calls = records.agent_turns, calls
         trial.owned.register("scratch_dir", release)
 
     trial.stages = stages  # type: ignore[method-assign]

@@ -51,7 +51,7 @@ class NeighbourAppearsDuringAgent(Trial):
 
     async def stage_agent(self) -> None:
         if self.hold_lease:
-            self.lease = TrialLease(self.o.cache / "trials", self.other_tag)
+            self.lease = TrialLease(self.options.cache / "trials", self.other_tag)
             self.lease.acquire()
         hierarchy = detect()
         self.cgroup = hierarchy.create(f"trial-{self.other_tag}")

@@ -31,6 +31,7 @@ from host.ssh.errors import SshError
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
 from receipts.records import (
+    HostStateRecord,
     MemorySample,
     ToolCallRecord,
     VerificationRecord,
@@ -64,19 +65,20 @@ def _collect(trial: Trial, records: RecordSet, **singles: Any) -> None:
     for name in (*STAGE_SINGLES, "verification"):
         value = singles.get(name, getattr(records, name))
         if value is not None:
-            trial.keep(name, value)
+            trial.evidence.put(name, value)
     calls = tuple(c for c in records.tool_calls if isinstance(c, ToolCallRecord))
     assert len(calls) == len(records.tool_calls), "a trial collects current records only"
-    trial.records.turns, trial.records.tool_calls = records.agent_turns, calls
+    trial.evidence.turns, trial.evidence.tool_calls = records.agent_turns, calls
     requests = tuple(r for r in records.worker_requests if isinstance(r, WorkerRequestRecord))
     assert len(requests) == len(records.worker_requests), "a trial collects current records only"
-    trial.worker_requests = requests
+    trial.evidence.worker_requests = requests
 
 
 def _bundle(trial: Trial, records: RecordSet) -> TrialResult:
     cleanup = [
         CleanupResult(c.resource, c.status, c.evidence, c.duration_ms) for c in records.cleanup
     ]
+    assert isinstance(records.hoststate, HostStateRecord)
     return trial.bundle(1_790_000_000_000, cleanup, records.hoststate)
 
 
@@ -312,8 +314,8 @@ def test_the_agent_file_as_written_is_kept(tmp_path: Path) -> None:
     records = accepted_model_trial()
     trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": agent_file(records)})
     assert not _run_stage(trial, trial.stage_agent)
-    assert trial.records.singles["agent"] == records.agent
-    assert trial.records.turns == records.agent_turns
+    assert trial.evidence.collected().agent == records.agent
+    assert trial.evidence.turns == records.agent_turns
 
 
 @pytest.mark.parametrize("damage", ["duplicate_key", "not_an_object", "truncated", "too_large"])
@@ -337,11 +339,12 @@ def test_an_agent_file_that_does_not_read_fails_the_agent_stage(
     }[damage]
     trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": data})
     assert _run_stage(trial, trial.stage_agent)
-    agent = trial.records.singles["agent"]
+    agent = trial.evidence.collected().agent
+    assert agent is not None
     assert (agent.category, agent.turns, agent.policy) == ("records_invalid", 0, "model")
-    assert trial.records.turns == () and trial.records.tool_calls == ()
+    assert trial.evidence.turns == () and trial.evidence.tool_calls == ()
     _collect(trial, records, agent=agent, verification=None)
-    trial.records.turns, trial.records.tool_calls = (), ()
+    trial.evidence.turns, trial.evidence.tool_calls = (), ()
     result = _bundle(trial, records)
     assert (result.valid, result.verdict) == (True, "failed_agent")
     _, read = audit_and_read(result.receipt.read_bytes())
@@ -369,7 +372,8 @@ def test_a_verification_file_that_does_not_read_fails_verification(
     }[damage]
     trial = _GuestWrote(_options(tmp_path), {"/work/verification.json": data})
     assert _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
-    verification = trial.records.singles["verification"]
+    verification = trial.evidence.collected().verification
+    assert verification is not None
     assert verification.category == "records_invalid" and verification.result == "failed"
     assert verification.task_sha256 is None
     _collect(trial, records, verification=verification)
@@ -395,11 +399,12 @@ def test_host_worker_records_that_do_not_read_fail_the_worker_stage(tmp_path: Pa
         None, 0, cast(Any, _Unreadable()), tmp_path / "api.sock", path, "a" * 64, 1, 0.0
     )
     asyncio.run(trial.stop_worker())
-    worker = trial.records.singles["worker"]
+    worker = trial.evidence.collected().worker
+    assert worker is not None
     assert (worker.category, worker.requests) == ("records_invalid", 0)
-    assert trial.worker_requests == ()
+    assert trial.evidence.worker_requests == ()
     _collect(trial, records, worker=worker, agent=None, verification=None)
-    trial.worker_requests = ()
+    trial.evidence.worker_requests = ()
     result = _bundle(trial, records)
     assert (result.valid, result.verdict) == (True, "failed_worker")
 
@@ -464,11 +469,12 @@ def test_an_agent_command_that_ends_without_a_record_is_named(
     records = accepted_model_trial()
     trial = _GuestEnded(_options(tmp_path), ENDS[end], {"/work/agent.json": agent_file(records)})
     assert _run_stage(trial, trial.stage_agent)
-    agent = trial.records.singles["agent"]
+    agent = trial.evidence.collected().agent
+    assert agent is not None
     assert (agent.category, agent.turns, agent.tool_calls, agent.policy) == (end, 0, 0, "model")
-    assert trial.records.turns == () and trial.records.tool_calls == ()
+    assert trial.evidence.turns == () and trial.evidence.tool_calls == ()
     _collect(trial, records, agent=agent, verification=None)
-    trial.records.turns, trial.records.tool_calls = (), ()
+    trial.evidence.turns, trial.evidence.tool_calls = (), ()
     result = _bundle(trial, records)
     assert (result.valid, result.verdict) == (True, "failed_agent")
     _, read = audit_and_read(result.receipt.read_bytes())
@@ -494,7 +500,8 @@ def test_a_verify_command_that_ends_without_a_record_is_named(
         {"/work/verification.json": records.verification.canonical_bytes()},
     )
     assert _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
-    verification = trial.records.singles["verification"]
+    verification = trial.evidence.collected().verification
+    assert verification is not None
     assert (verification.category, verification.result) == (end, "failed")
     assert verification.task_sha256 is None and verification.final_diff_sha256 is None
     _collect(trial, records, verification=verification)
@@ -516,7 +523,7 @@ def test_a_deadline_after_qemu_exited_is_left_to_the_vm(tmp_path: Path) -> None:
     trial._vm_gone = lambda handle=None: True  # type: ignore[method-assign]
     with pytest.raises(SshError):
         asyncio.run(trial.stage_agent())
-    assert "agent" not in trial.records.singles
+    assert trial.evidence.collected().agent is None
 
 
 def _of_this_task(records: RecordSet) -> VerificationRecord:
@@ -534,7 +541,7 @@ def test_a_verification_of_the_carried_workspace_is_kept(tmp_path: Path) -> None
     written: dict[str, bytes | None] = {"/work/verification.json": verification.canonical_bytes()}
     trial = _GuestWrote(_options(tmp_path), written)
     assert not _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
-    assert trial.records.singles["verification"] == verification
+    assert trial.evidence.collected().verification == verification
 
 
 def test_a_verification_of_another_workspace_is_not_a_pass(tmp_path: Path) -> None:
@@ -543,11 +550,12 @@ def test_a_verification_of_another_workspace_is_not_a_pass(tmp_path: Path) -> No
     failed_verification. Mutation control: without the digest comparison in
     judge_verification the passing record is kept."""
     records = accepted_model_trial()
-    verification = _of_this_task(records)
-    written: dict[str, bytes | None] = {"/work/verification.json": verification.canonical_bytes()}
+    expected = _of_this_task(records)
+    written: dict[str, bytes | None] = {"/work/verification.json": expected.canonical_bytes()}
     trial = _GuestWrote(_options(tmp_path), written)
     assert _run_stage(trial, lambda: trial.judge_verification(None, "2" * 64))
-    verification = trial.records.singles["verification"]
+    verification = trial.evidence.collected().verification
+    assert verification is not None
     assert (verification.category, verification.result) == ("workspace_mismatch", "failed")
     _collect(trial, records, verification=verification)
     result = _bundle(trial, records)

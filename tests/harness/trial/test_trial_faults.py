@@ -150,7 +150,7 @@ class VerifiesAnotherTask(Trial):
 
     def verifier_source(self, scratch: Path, workspace: Path) -> Path:
         root = super().verifier_source(scratch, workspace)
-        hidden = next((root / "task" / self.o.task / "hidden_tests").glob("test_*.py"))
+        hidden = next((root / "task" / self.options.task / "hidden_tests").glob("test_*.py"))
         hidden.write_text(hidden.read_text() + "\n# not the pinned task\n")
         return root
 
