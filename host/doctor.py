@@ -31,6 +31,7 @@ from host.cgroups.errors import CgroupError
 from host.image.manifest import INITRAMFS_NAME, VMLINUX_NAME
 from host.image.show import list_entries
 from host.vm.accel import KVM_DEVICE, choose_accelerator, kvm_device_state
+from receipts.kernelfacts import mem_available
 
 CheckState = Literal["ok", "missing", "insufficient", "unread", "present", "usable", "unusable"]
 """`present` / `usable` / `unusable` are the KVM check's (see above)."""
@@ -176,13 +177,12 @@ def _disk(path: Path) -> CheckState:
 
 def _memory() -> CheckState:
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                available = int(line.split()[1]) * 1024
-                return "ok" if available >= MIN_MEMORY_BYTES else "insufficient"
+        available = mem_available(Path("/proc/meminfo").read_text())
     except (OSError, ValueError):
         return "unread"
-    return "unread"
+    if available is None:
+        return "unread"
+    return "ok" if available >= MIN_MEMORY_BYTES else "insufficient"
 
 
 def _llama_cpp() -> CheckState:

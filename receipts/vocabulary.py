@@ -34,3 +34,14 @@ _CHANNELS: dict[Placement, Channel] = {
 def channel_for(placement: Placement) -> Channel:
     """The one channel each placement has: the harness states it, the audit requires it."""
     return _CHANNELS[placement]
+
+
+Backend = Literal["qemu", "libvirt"]
+"""How the guests are run: QEMU started by the harness, or a libvirt domain
+(`--backend`); the trial and each guest record state it, and the audit compares them."""
+
+AccelRequest = Literal["auto", "kvm", "tcg"]
+"""The accelerator asked for (`--accel`); `auto` takes KVM only when a probe guest boots."""
+
+Accelerator = Literal["kvm", "tcg"]
+"""The accelerator a guest ran under."""

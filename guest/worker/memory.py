@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
+from receipts.kernelfacts import CGROUP_UNLIMITED, mem_available
+
 Scope = Literal["self", "ancestor", "host"]
 
-UNLIMITED: Final = 1 << 60
+UNLIMITED: Final = CGROUP_UNLIMITED
 """Limits at or above this are "no limit" (v1 writes 9223372036854771712)."""
 
 
@@ -163,12 +165,10 @@ def _level_headroom(level: _Level) -> int | None:
 
 
 def host_available(meminfo_text: str) -> int:
-    for line in meminfo_text.splitlines():
-        if line.startswith("MemAvailable:"):
-            fields = line.split()
-            if len(fields) >= 2 and fields[1].isdigit():
-                return int(fields[1]) * 1024
-    raise HeadroomUnread("meminfo")
+    available = mem_available(meminfo_text)
+    if available is None:
+        raise HeadroomUnread("meminfo")
+    return available
 
 
 class HeadroomReader:

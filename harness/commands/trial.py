@@ -21,6 +21,7 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import get_args
 
 import structlog
 
@@ -34,6 +35,7 @@ from receipts.audit import audit_and_read_file
 from receipts.canonical import canonical
 from receipts.failure import FailureReason, failure_reason
 from receipts.records.trial import CancelSignal
+from receipts.vocabulary import AccelRequest, Backend, PlacementRequest
 
 EXIT_ACCEPTED, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_FAILED, EXIT_INVALID_RECEIPT = 0, 1, 2, 3, 4
 STOP_SIGNALS: dict[CancelSignal, signal.Signals] = {
@@ -115,17 +117,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "must stay clean) $XDG_STATE_HOME/harness/receipts (~/.local/state/harness/receipts)",
     )
     parser.add_argument(
-        "--backend", choices=("qemu", "libvirt"), default="qemu", help="how the VM is run"
+        "--backend", choices=get_args(Backend), default="qemu", help="how the VM is run"
     )
     parser.add_argument(
         "--accel",
-        choices=("auto", "kvm", "tcg"),
+        choices=get_args(AccelRequest),
         default="auto",
         help="accelerator; auto boots a probe guest under KVM and falls back to TCG",
     )
     parser.add_argument(
         "--placement",
-        choices=("auto", "guest", "host"),
+        choices=get_args(PlacementRequest),
         default=None,
         help="where the worker runs (default: the profile's worker.placement)",
     )

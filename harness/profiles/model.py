@@ -103,7 +103,6 @@ class ModelSection(Section):
 class InferenceSection(Section):
     threads: Annotated[int, Field(ge=1, le=64)]
     context_tokens: Annotated[int, Field(ge=256, le=262_144)]
-    greedy: bool
     request_deadline_s: Seconds
     max_tokens: Annotated[int, Field(ge=1, le=65_536)]
 

@@ -16,7 +16,6 @@ guest's /proc after the channel reported its end.
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 import shutil
 import tempfile
@@ -148,7 +147,7 @@ async def start_guest_worker(
     sha256: str,
     pins_sha256: str,
     owned: OwnedResources,
-    guest_gone: Callable[[], bool],
+    guest_gone: Callable[[], Awaitable[bool]],
 ) -> GuestWorkerProcess:
     """Start the worker in the guest and wait for its ready line; register its release.
 
@@ -209,7 +208,7 @@ async def _collect_evidence(session: SshSession, worker: GuestWorkerProcess) -> 
 
 
 def _release(
-    session: SshSession, worker: GuestWorkerProcess, guest_gone: Callable[[], bool]
+    session: SshSession, worker: GuestWorkerProcess, guest_gone: Callable[[], Awaitable[bool]]
 ) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
     async def release() -> tuple[CleanupResult, ...]:
         began = time.monotonic()
@@ -242,7 +241,7 @@ def _release(
         elapsed = int((time.monotonic() - began) * 1000)
         if gone:
             return (CleanupResult("worker_process", "confirmed", "process_reaped", elapsed),)
-        if await asyncio.to_thread(guest_gone):
+        if await guest_gone():
             return (CleanupResult("worker_process", "confirmed", "process_gone", elapsed),)
         return (CleanupResult("worker_process", "failed", "unread", elapsed),)
 

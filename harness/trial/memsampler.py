@@ -23,6 +23,7 @@ from pathlib import Path
 
 from host.cgroups.memory import read_int, read_key, working_set
 from host.vm.budgets import BudgetUnread, memory_dir_of
+from receipts.kernelfacts import meminfo
 from receipts.records.memory import MAX_SAMPLES, MemoryRecord, MemorySample
 
 DirectorySource = Callable[[], Path | None]
@@ -32,12 +33,7 @@ DirectorySource = Callable[[], Path | None]
 def meminfo_fields(text: str) -> tuple[int | None, int | None]:
     """(MemAvailable, Cached) in bytes from /proc/meminfo text; None for a missing or
     malformed line."""
-    found: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        fields = rest.split()
-        if key in ("MemAvailable", "Cached") and len(fields) == 2 and fields[0].isdigit():
-            found[key] = int(fields[0]) * 1024
+    found = meminfo(text)
     return found.get("MemAvailable"), found.get("Cached")
 
 

@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from guest.task import load_task, task_digest
 from harness.dispatch import DispatchRefused, admit, ledger_dir
@@ -109,7 +108,7 @@ from receipts.records.vm import VmCategory
 from receipts.recordset import RecordSet
 from receipts.treedigest import TreeDigestError, tree_sha256
 from receipts.verdict import stage_succeeded
-from receipts.vocabulary import Placement, PlacementRequest, channel_for
+from receipts.vocabulary import Backend, Placement, PlacementRequest, channel_for
 
 WORK = "/work"
 GATE_DEADLINE_S = 60.0
@@ -131,7 +130,7 @@ class TrialOptions:
     script: Path | None
     """A scripted policy's steps; None when the model drives."""
     out_dir: Path
-    backend: Literal["qemu", "libvirt"] = "qemu"
+    backend: Backend = "qemu"
     accel: AccelRequest = "auto"
     dispatch: Path | None = None
     ledger: Path | None = None
@@ -195,7 +194,7 @@ def _ms(since: float) -> int:
     return int((time.monotonic() - since) * 1000)
 
 
-def _backend_named(name: Literal["qemu", "libvirt"]) -> VmBackend:
+def _backend_named(name: Backend) -> VmBackend:
     """The VM backend `--backend` names; the trial record states the same name."""
     return LibvirtBackend() if name == "libvirt" else QemuBackend()
 
@@ -287,7 +286,7 @@ class Trial:
             raise StageFailed
         return vm.session()
 
-    async def guest(
+    async def run_in_guest(
         self,
         command: str,
         deadline_s: float,
@@ -316,9 +315,9 @@ class Trial:
         assert self.runtime is not None
         command = gated_command(self.runtime.pins_sha256, module, *args)
         try:
-            result = await self.guest(command, deadline_s, stdin=GATE_SOURCE, handle=handle)
+            result = await self.run_in_guest(command, deadline_s, stdin=GATE_SOURCE, handle=handle)
         except SshError as exc:
-            if exc.category != "command_timeout" or self._vm_gone(handle):
+            if exc.category != "command_timeout" or await self._vm_gone(handle):
                 raise
             return "deadline_exceeded"
         return command_failure(result)
@@ -484,7 +483,7 @@ class Trial:
     async def stage_gate(self) -> None:
         assert self.runtime is not None
         started = time.monotonic()
-        result = await self.guest(
+        result = await self.run_in_guest(
             gated_command(self.runtime.pins_sha256, "guest.gate.ready"),
             GATE_DEADLINE_S,
             stdin=GATE_SOURCE,
@@ -514,7 +513,7 @@ class Trial:
             f"mkdir -m 0755 -p {WORK} && cp -a {READ_ONLY}/workspace {WORK}/workspace && "
             f"mkdir -p {WORK}/task && cp -a {READ_ONLY}/task/{self.options.task} {WORK}/task/"
         )
-        result = await self.guest(prepare, 60.0)
+        result = await self.run_in_guest(prepare, 60.0)
         if result.exit_status != 0:
             raise StageFailed
         limits = {
@@ -625,7 +624,7 @@ class Trial:
         try:
             await self.judge_verification(self.verifier, carried_sha256)
         except (SshError, VmError):
-            lost = self._vm_gone(self.verifier)
+            lost = await self._vm_gone(self.verifier)
             self.verifier_category = "qemu_exited" if lost else "ssh_dropped"
             self.evidence.put("verification", unread_verification_record("verifier_vm_failed"))
             raise StageFailed from None
@@ -651,7 +650,7 @@ class Trial:
         """The agent guest's final workspace as a host directory of regular files, or None
         when what that guest sent is not one (too large, malformed, unsafe names)."""
         archive = f"{WORK}/final-workspace.tar"
-        packed = await self.guest(tar_command(f"{WORK}/workspace", archive), 120.0)
+        packed = await self.run_in_guest(tar_command(f"{WORK}/workspace", archive), 120.0)
         if packed.exit_status != 0:
             return None
         local = scratch / "final-workspace.tar"
@@ -721,16 +720,17 @@ class Trial:
         except GuestOutputInvalid:
             return unread_verification_record()
 
-    def _vm_gone(self, handle: VmHandle | None = None) -> bool:
+    async def _vm_gone(self, handle: VmHandle | None = None) -> bool:
         """Whether the guest's QEMU process (the agent's, or `handle`'s) has exited (vs.
-        only the SSH link failing)."""
+        only the SSH link failing). It waits up to 2 s for the exit to show without
+        holding the event loop: a stop signal or the memory sampler must not wait on it."""
         handle = handle if handle is not None else self.vm
         vm = handle.vm if handle is not None else None
         if not isinstance(vm, GuestVm):
             return False
         settle = time.monotonic() + 2.0  # the SSH error can arrive before the exit is visible
         while vm.alive() and time.monotonic() < settle:
-            time.sleep(0.05)
+            await asyncio.sleep(0.05)
         return not vm.alive()
 
     async def _name_guest_disk_full(self) -> bool:
@@ -740,7 +740,7 @@ class Trial:
         if self.current not in GUEST_STAGES or not isinstance(vm, GuestVm) or not vm.alive():
             return False
         try:
-            state = await probe_disk(self.guest)
+            state = await probe_disk(self.run_in_guest)
         except StageFailed:
             return False
         if state != "full":
@@ -809,7 +809,7 @@ class Trial:
             except StageFailed:
                 await self._name_guest_disk_full()
             except (SshError, VmError):
-                if self._vm_gone():
+                if await self._vm_gone():
                     self.vm_category = "qemu_exited"
                 elif not await self._name_guest_disk_full():
                     self.vm_category = "ssh_dropped"

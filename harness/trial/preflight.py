@@ -18,6 +18,7 @@ from harness.profiles import Profile
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.loopback import loopback_usable
+from receipts.kernelfacts import mem_available
 from receipts.records import PreflightRecord
 from receipts.records.preflight import PreflightCategory
 from receipts.types import Probe
@@ -25,12 +26,9 @@ from receipts.types import Probe
 
 def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+        return mem_available(meminfo.read_text())
+    except (OSError, ValueError):
         return None
-    return None
 
 
 def kvm_device(device: Path = Path("/dev/kvm")) -> Probe:

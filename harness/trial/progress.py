@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import structlog
 from rich.console import Console
@@ -21,7 +21,7 @@ from rich.text import Text
 
 from receipts.records.trial import Stage
 
-TrialStep = Stage | str
+TrialStep = Stage | Literal["teardown", "bundle"]
 """A pipeline stage, or `teardown` / `bundle`, which have no stage record of their own."""
 
 

@@ -12,7 +12,6 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from harness.profiles import Profile
 from harness.trial.owned import OwnedResources
@@ -38,6 +37,7 @@ from host.vm.categories import Accelerator, AcceleratorReason, AccelRequest
 from host.vm.errors import VmError
 from receipts.records import VmRecord
 from receipts.records.vm import VmCategory
+from receipts.vocabulary import Backend
 
 MIB = 1 << 20
 CPU_PERIOD_US = 100_000
@@ -300,7 +300,7 @@ def vm_record(
     category: VmCategory,
     profile: Profile,
     *,
-    backend: Literal["qemu", "libvirt"],
+    backend: Backend,
     guest_memory_bytes: int | None = None,
 ) -> VmRecord:
     """The VM record, with the cgroup's peak memory and OOM kills read now. Facts the

@@ -15,7 +15,7 @@ failure type and the summary record built from the request records).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -137,8 +137,8 @@ class WorkerLaunch:
     owned: OwnedResources
     session: Callable[[], SshSession]
     """The agent guest's SSH session (raises when that guest is gone)."""
-    guest_gone: Callable[[], bool]
-    """Whether the agent guest's QEMU has exited (blocking; call it in a thread)."""
+    guest_gone: Callable[[], Awaitable[bool]]
+    """Whether the agent guest's QEMU has exited."""
 
 
 class Worker(Protocol):

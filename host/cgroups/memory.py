@@ -11,7 +11,7 @@ from pathlib import Path
 from host.cgroups.errors import CgroupError
 from host.cgroups.fileio import parse_int, parse_keyed, read_text
 from host.cgroups.readings import Reading
-from host.cgroups.validate import UNLIMITED_FLOOR
+from receipts.kernelfacts import CGROUP_UNLIMITED
 
 
 def guarded(read: Callable[[], Reading]) -> Reading:
@@ -37,7 +37,7 @@ def read_limit(path: Path) -> Reading:
         if text == "max":
             return Reading.absent()
         value = parse_int(text, controller="memory", name=path.name)
-        return Reading.absent() if value >= UNLIMITED_FLOOR else Reading.present(value)
+        return Reading.absent() if value >= CGROUP_UNLIMITED else Reading.present(value)
 
     return guarded(read)
 

@@ -9,9 +9,7 @@ and anything it alters as `readback_mismatch`.
 import os
 
 from host.cgroups.errors import CgroupError
-
-# Anything at or above this is the kernel's "no limit" (v1 reads 2**63 - page size).
-UNLIMITED_FLOOR = 1 << 62
+from receipts.kernelfacts import CGROUP_UNLIMITED
 
 
 def page_size() -> int:
@@ -29,7 +27,7 @@ def validate_limit(limit_bytes: int) -> int:
         isinstance(limit_bytes, bool)
         or not isinstance(limit_bytes, int)
         or limit_bytes < page_size()
-        or limit_bytes >= UNLIMITED_FLOOR
+        or limit_bytes >= CGROUP_UNLIMITED
         or limit_bytes % page_size() != 0
     ):
         raise CgroupError("invalid_value", controller="memory")

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from host.cgroups import Cgroup
 from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.vm.categories import Accelerator, AcceleratorReason
 from receipts.records.vm import VmCategory, VmRecord
+from receipts.vocabulary import Backend
 
 
 class BootImage(Protocol):
@@ -60,7 +61,7 @@ class VmSpec:
 class VmFacts:
     """What the VM record needs from the VM itself (budgets come from the cgroup)."""
 
-    backend: Literal["qemu", "libvirt"]
+    backend: Backend
     accelerator: Accelerator
     accelerator_reason: AcceleratorReason
     guest_memory_bytes: int
@@ -141,7 +142,7 @@ class VmBackend(Protocol):
     """Starts VMs of one kind."""
 
     @property
-    def name(self) -> Literal["qemu", "libvirt"]: ...
+    def name(self) -> Backend: ...
 
     def create(self, spec: VmSpec) -> Vm:
         """A VM for `spec`, nothing acquired yet (register its cleanup, then start)."""

@@ -21,17 +21,11 @@ from host.cgroups.errors import CgroupError
 from host.cgroups.memory import read_int, read_key
 from host.cgroups.mounts import CgroupMount, read_mounts
 from host.cgroups.readings import Reading
-
-V1_UNLIMITED_FLOOR = 1 << 62
-"""v1 reports "no limit" as PAGE_COUNTER_MAX rounded to pages (~9.2e18)."""
+from receipts.kernelfacts import CGROUP_UNLIMITED
 
 
 class BudgetUnread(Exception):
     """The process's cgroup or one of its limit files could not be read."""
-
-
-# Back-compat name used by callers that only read the memory limit.
-MemLimitUnread = BudgetUnread
 
 
 def cgroup_dirs(cgroup_text: str, mounts: Iterable[CgroupMount]) -> dict[str, tuple[Path, Path]]:
@@ -106,7 +100,7 @@ def memory_limit_of(pid: int) -> int | None:
     if not text.isdigit():
         raise BudgetUnread
     value = int(text)
-    return None if value >= V1_UNLIMITED_FLOOR else value
+    return None if value >= CGROUP_UNLIMITED else value
 
 
 def _cpu_millicores(directory: Path, v1: bool) -> int | None:
@@ -174,7 +168,7 @@ def swap_limit_of(pid: int) -> int | None:
         memory, both = memory_limit_of(pid), _read(directory / "memory.memsw.limit_in_bytes")
         if not both.isdigit():
             raise BudgetUnread
-        if memory is None or int(both) >= V1_UNLIMITED_FLOOR:
+        if memory is None or int(both) >= CGROUP_UNLIMITED:
             return None
         return int(both) - memory
     text = _read(directory / "memory.swap.max")

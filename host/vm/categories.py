@@ -9,6 +9,7 @@ types, imported so they cannot drift.
 from typing import Literal
 
 from receipts.records.preflight import AcceleratorReason
+from receipts.vocabulary import Accelerator, AccelRequest
 
 VmFailure = Literal[
     "cgroup_apply_failed",
@@ -20,8 +21,6 @@ VmFailure = Literal[
     "host_key_mismatch",
 ]
 
-Accelerator = Literal["kvm", "tcg"]
-AccelRequest = Literal["auto", "kvm", "tcg"]
 StopMethod = Literal["qmp_quit", "sigkill", "libvirt_destroy", "already_exited", "not_started"]
 """How the QEMU process ended (for logs and benchmarks; the receipt has the evidence)."""
 

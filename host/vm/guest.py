@@ -32,6 +32,7 @@ from host.vm.errors import VmError
 from host.vm.ports import pick_loopback_port, probe_port
 from host.vm.scratch import create_overlay, create_scratch
 from host.vm.tags import validate_tag
+from receipts.vocabulary import Backend
 
 SSH_HOST = "127.0.0.1"
 
@@ -39,7 +40,7 @@ SSH_HOST = "127.0.0.1"
 class GuestVm(Vm):
     """The backend-independent half of a VM; subclasses start and stop QEMU."""
 
-    backend_name: Literal["qemu", "libvirt"]
+    backend_name: Backend
 
     def __init__(self, spec: VmSpec) -> None:
         validate_tag(spec.tag)

@@ -86,11 +86,6 @@ def process_running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process (zombie included) with this pid exists."""
-    return Path(f"/proc/{pid}").exists()
-
-
 def status_field(pid: int, key: str) -> str | None:
     """The value of one ``Key:`` line of /proc/PID/status, or None if unread."""
     try:

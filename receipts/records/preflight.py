@@ -8,6 +8,7 @@ from pydantic import Field
 
 from receipts.records.base import Record
 from receipts.types import ByteCount, Millis, Probe
+from receipts.vocabulary import Accelerator
 
 PreflightCategory = Literal[
     "ok",
@@ -40,7 +41,7 @@ class PreflightRecord(Record):
     disk_free_bytes: ByteCount | None
     disk_floor_bytes: ByteCount
     kvm_device: Probe
-    accelerator: Literal["kvm", "tcg"] | None
+    accelerator: Accelerator | None
     accelerator_reason: AcceleratorReason | None
     cgroup_version: Literal["v1", "v2"] | None
     duration_ms: Millis

@@ -6,13 +6,13 @@ does not match the evidence makes the receipt invalid.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
 from receipts.records.base import Record
 from receipts.types import Identifier, TrialId, UnixMillis, Version
-from receipts.vocabulary import Channel, Placement
+from receipts.vocabulary import AccelRequest, Backend, Channel, Placement
 
 Stage = Literal[
     "preflight",
@@ -28,18 +28,8 @@ Stage = Literal[
 ]
 """Pipeline stages that write a stage record, in the order they run."""
 
-STAGE_ORDER: tuple[Stage, ...] = (
-    "preflight",
-    "source",
-    "dispatch",
-    "model",
-    "image",
-    "vm",
-    "gate",
-    "worker",
-    "agent",
-    "verification",
-)
+STAGE_ORDER: tuple[Stage, ...] = get_args(Stage)
+"""The stages in the order they run: the Literal's own order, so a new stage is placed once."""
 
 Verdict = Literal[
     "accepted",
@@ -99,8 +89,8 @@ class TrialRecord(Record):
     profile: Identifier
     task: Identifier
     policy: Policy
-    backend: Literal["qemu", "libvirt"]
-    accel_requested: Literal["auto", "kvm", "tcg"]
+    backend: Backend
+    accel_requested: AccelRequest
     placement: Placement
     channel: Channel
     dispatched: bool
@@ -142,8 +132,8 @@ class TrialRecordV1(Record):
     profile: Identifier
     task: Identifier
     policy: Policy
-    backend: Literal["qemu", "libvirt"]
-    accel_requested: Literal["auto", "kvm", "tcg"]
+    backend: Backend
+    accel_requested: AccelRequest
     placement: Placement
     channel: Channel
     dispatched: bool

@@ -9,6 +9,7 @@ from pydantic import Field
 from receipts.records.base import Record
 from receipts.records.preflight import AcceleratorReason
 from receipts.types import ByteCount, Count, Millis, Sha256Hex
+from receipts.vocabulary import Accelerator, Backend
 
 VmCategory = Literal[
     "ok",
@@ -37,8 +38,8 @@ class _GuestVm(Record):
     one guest's record can never be read as another's."""
 
     category: VmCategory
-    backend: Literal["qemu", "libvirt"]
-    accelerator: Literal["kvm", "tcg"] | None
+    backend: Backend
+    accelerator: Accelerator | None
     """None when the stage failed before the probe chose one."""
     accelerator_reason: AcceleratorReason | None
     guest_memory_bytes: ByteCount

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Literal
 
 import pytest
 
@@ -16,14 +15,13 @@ from harness.profiles import load_profile
 from harness.trial.pipeline import Trial, TrialOptions
 from host.vm.libvirt_backend import LibvirtBackend
 from host.vm.qemu import QemuBackend
+from receipts.vocabulary import Backend
 
 REPO = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize("backend", ["qemu", "libvirt"])
-def test_trial_drives_the_backend_it_records(
-    backend: Literal["qemu", "libvirt"], tmp_path: Path
-) -> None:
+def test_trial_drives_the_backend_it_records(backend: Backend, tmp_path: Path) -> None:
     options = TrialOptions(
         profile=load_profile("tiny"),
         task="py-one-line-fix",

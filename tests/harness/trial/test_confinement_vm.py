@@ -115,15 +115,17 @@ class GuestReadAfterAgent(Trial):
         try:
             await super().stage_agent()
         finally:
-            read = await self.guest("cat /work/workspace/cheat-results.txt", 30.0)
+            read = await self.run_in_guest("cat /work/workspace/cheat-results.txt", 30.0)
             self.results = read.stdout.decode()
-            procs = await self.guest(
+            procs = await self.run_in_guest(
                 f"grep -l '^Uid:.*\\b{AGENT_UID}\\b' /proc/[0-9]*/status | wc -l", 30.0
             )
             self.agent_processes = procs.stdout.decode().strip()
-            group = await self.guest(f"test -e {AGENT_CGROUP} && echo present || echo gone", 30.0)
+            group = await self.run_in_guest(
+                f"test -e {AGENT_CGROUP} && echo present || echo gone", 30.0
+            )
             self.agent_cgroup = group.stdout.decode().strip()
-            site = await self.guest(
+            site = await self.run_in_guest(
                 "cat /usr/lib/python3*/sitecustomize.py /usr/local/lib/python3*/dist-packages/"
                 "sitecustomize.py 2>/dev/null | grep -c 'import os' || true",
                 30.0,

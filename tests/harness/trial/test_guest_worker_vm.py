@@ -68,9 +68,9 @@ class BudgetRecordingTrial(Trial):
     listeners: str = ""
 
     async def stage_agent(self) -> None:
-        limit = await self.guest(f"cat {CGROUP}/memory.max", 30.0)
+        limit = await self.run_in_guest(f"cat {CGROUP}/memory.max", 30.0)
         self.memory_max = limit.stdout.strip()
-        tcp = await self.guest("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", 30.0)
+        tcp = await self.run_in_guest("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", 30.0)
         self.listeners = tcp.stdout.decode()
         await super().stage_agent()
 
@@ -101,7 +101,7 @@ async def test_model_driven_trial_with_the_worker_in_the_guest(tmp_path: Path) -
 class WorkerKilledBeforeAgent(Trial):
     async def stage_agent(self) -> None:
         assert isinstance(self.worker, GuestWorker) and self.worker.process is not None
-        await self.guest(f"kill -KILL {self.worker.process.pid}", 30.0)
+        await self.run_in_guest(f"kill -KILL {self.worker.process.pid}", 30.0)
         await super().stage_agent()
 
 

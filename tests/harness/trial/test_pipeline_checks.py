@@ -280,7 +280,7 @@ class _GuestWrote(Trial):
         self.runtime = cast(Any, SimpleNamespace(pins_sha256="c" * 64))
         self.model = cast(Any, SimpleNamespace(record=SimpleNamespace(gguf_sha256="a" * 64)))
 
-    async def guest(
+    async def run_in_guest(
         self,
         command: str,
         deadline_s: float,
@@ -434,7 +434,7 @@ class _GuestEnded(_GuestWrote):
         super().__init__(options, files)
         self.end = end
 
-    async def guest(
+    async def run_in_guest(
         self,
         command: str,
         deadline_s: float,
@@ -520,7 +520,11 @@ def test_a_deadline_after_qemu_exited_is_left_to_the_vm(tmp_path: Path) -> None:
     is kept. Mutation control: without the `_vm_gone()` check the stage records
     `deadline_exceeded` instead."""
     trial = _GuestEnded(_options(tmp_path), SshError("command_timeout"), {})
-    trial._vm_gone = lambda handle=None: True  # type: ignore[method-assign]
+
+    async def gone(handle: VmHandle | None = None) -> bool:
+        return True
+
+    trial._vm_gone = gone  # type: ignore[method-assign]
     with pytest.raises(SshError):
         asyncio.run(trial.stage_agent())
     assert trial.evidence.collected().agent is None

@@ -68,7 +68,7 @@ class GuestOutgrowsQemuBudget(Trial):
     killer ends QEMU while the agent stage runs."""
 
     async def stage_agent(self) -> None:
-        await self.guest(HOG, 300.0)
+        await self.run_in_guest(HOG, 300.0)
         await super().stage_agent()
 
 
@@ -101,7 +101,7 @@ class DiskFillsBeforeTheAgentWrites(Trial):
 
     left: bytes = b""
 
-    async def guest(
+    async def run_in_guest(
         self,
         command: str,
         deadline_s: float,
@@ -109,8 +109,8 @@ class DiskFillsBeforeTheAgentWrites(Trial):
         handle: VmHandle | None = None,
     ) -> CommandResult:
         if "guest.agent" in command:
-            self.left = (await super().guest(FILL, 600.0)).stdout
-        return await super().guest(command, deadline_s, stdin, handle)
+            self.left = (await super().run_in_guest(FILL, 600.0)).stdout
+        return await super().run_in_guest(command, deadline_s, stdin, handle)
 
 
 async def test_guest_disk_full_is_named(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ async def test_guest_disk_full_is_named(tmp_path: Path) -> None:
 
 class ConnectionDropsBeforeAgent(Trial):
     async def stage_agent(self) -> None:
-        await self.guest(DROP_OUR_CONNECTION, 30.0)
+        await self.run_in_guest(DROP_OUR_CONNECTION, 30.0)
         await asyncio.sleep(3.0)
         await super().stage_agent()
 
@@ -172,7 +172,7 @@ class CrashesInTheAgentStage(Trial):
     VM, its cgroup, disks, keys and port are all held."""
 
     async def stage_agent(self) -> None:
-        await self.guest("true", 30.0)
+        await self.run_in_guest("true", 30.0)
         raise RuntimeError("injected harness defect")
 
 

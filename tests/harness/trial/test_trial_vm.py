@@ -119,7 +119,7 @@ class SshdKilledBeforeAgent(Trial):
     QEMU, so this fault is (truthfully) qemu_exited; ssh_dropped has no deterministic test."""
 
     async def stage_agent(self) -> None:
-        await self.guest("pkill -KILL sshd || true", 30.0)
+        await self.run_in_guest("pkill -KILL sshd || true", 30.0)
         await super().stage_agent()
 
 

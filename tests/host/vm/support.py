@@ -8,7 +8,6 @@ import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
 
 import pytest
 
@@ -16,11 +15,12 @@ from host.cgroups import Cgroup
 from host.vm import QemuBackend, VmBackend, VmSpec
 from host.vm.guest import GuestVm
 from host.vm.ports import probe_port
+from receipts.vocabulary import Backend
 from tests.host.vm.conftest import tag_processes
 
 READY_DEADLINE_S = 180.0
 """Generous: on a 2-core host shared with compilers, boot-to-SSH took up to ~55 s."""
-BackendName = Literal["qemu", "libvirt"]
+BackendName = Backend
 
 EXPECTED_RELEASE: dict[BackendName, list[tuple[str, str]]] = {
     "qemu": [
