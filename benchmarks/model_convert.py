@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             results["convert_bf16"]["seconds"] / results["copy_shutil_fsync"]["seconds"]
         )
         rss_bound = largest / MIB + 256
-        # What any converter that hashes every byte it writes (STANDARDS.md section 5)
+        # What any converter that hashes every byte it writes (docs/engineering.md §5)
         # cannot beat: one SHA-256 stream over the output bytes (hashlib, per byte, as
         # the hashed file is 61 KB larger), and for a durable output, copy + fsync.
         hash_floor = (

@@ -1,7 +1,7 @@
 """`harness doctor`: are this host's prerequisites there? Closed answers, one fix each.
 
 Each check answers `ok`, `missing` (looked, not there), `insufficient` (there, too
-little), or `unread` (the instrument failed: STANDARDS.md §2 — never reported as
+little), or `unread` (the instrument failed: docs/engineering.md §2 — never reported as
 missing). Fixes are fixed texts per check, never command output.
 
 KVM answers from the probe a trial uses (host/vm/accel.py): a /dev/kvm that opens is

@@ -5,7 +5,7 @@ Why one module: the trial (harness/trial/vmstage.py, hostworker.py), the guest V
 (cgroups, directories, files, processes). Three copies had drifted: the same cgroup
 error read `unread` in one and `still_present` in another. Every release here never
 raises (teardown goes on), and says `failed` with `unread` when it could not read
-whether the thing is gone (docs/engineering.md, "Three answers").
+whether the thing is gone (docs/engineering.md §2).
 
 Why a result type of our own: the release code runs before the receipt's index is
 known, and the same results are shown in tests and benchmarks. `to_record()` turns

@@ -3,7 +3,7 @@
 The guest has no pip and imports only what the runtime gate verified: this builds, on
 the host, `runtime/` = `guest/` + `receipts/` sources + the pinned wheels unpacked
 (never byte-compiled: a `__pycache__` would be refused by the gate), and `pins.json`,
-its pin table. It is content-keyed (STANDARDS.md §6) over the wheel digests and the
+its pin table. It is content-keyed (docs/engineering.md §6) over the wheel digests and the
 source pin table, staged and renamed (§5), and delivered on a read-only disk.
 
 Wheel versions are the ones installed in the host's environment, which the test

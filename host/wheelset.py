@@ -4,8 +4,8 @@ Why: the guest runtime (runtime.py) unpacks wheels whose SHA-256 digests are par
 its key, and those bytes come from the package index. Fetching them on every trial
 made every trial need the network, and made the runtime's key a live lookup. Here
 the fetch happens once per request: `<root>/<key>/` holds the wheels and `wheels.json`
-with each wheel's name, size and SHA-256, hashed from the staged files (STANDARDS.md
-section 5), and later calls adopt it without pip.
+with each wheel's name, size and SHA-256, hashed from the staged files (docs/engineering.md
+§5), and later calls adopt it without pip.
 
 Identity (section 6): the key names the request, what the wheels were asked for
 (requirements pinned to exact versions, the Python version and platform pip chose

@@ -29,7 +29,7 @@ ZIP_VERSION = 20
 
 
 class RecordTooLarge(ValueError):
-    """A record exceeds its ceiling; it is refused, never cut (STANDARDS.md §3)."""
+    """A record exceeds its ceiling; it is refused, never cut (docs/engineering.md §3)."""
 
 
 class TrialRecordMissing(ValueError):

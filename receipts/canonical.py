@@ -1,4 +1,4 @@
-"""The one canonical JSON encoding (STANDARDS.md §7) and its strict inverse.
+"""The one canonical JSON encoding (docs/engineering.md §7) and its strict inverse.
 
 Everything that is hashed or compared goes through `canonical`. `parse_canonical` is the
 reader's side: it accepts only bytes that `canonical` itself would have produced, so two

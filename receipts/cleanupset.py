@@ -1,6 +1,6 @@
 """Which cleanup receipts a trial's records say it must have.
 
-Why: the verdict needs every owned resource released (STANDARDS §10), but a receipt
+Why: the verdict needs every owned resource released (docs/engineering.md §10), but a receipt
 that simply lacks a resource's cleanup receipt said nothing false in the ones it kept:
 dropping the `qemu_process` receipt, or keeping 1 of 10, used to audit valid with the
 same verdict. The stage records say what was acquired, so the receipts that must exist

@@ -1,7 +1,7 @@
 """The pin table of a code tree: every file's relative path, size and SHA-256.
 
 The host computes it over the guest runtime it ships; the guest gate verifies the tree
-against it before importing anything (STANDARDS.md §4). It lives in receipts/ because
+against it before importing anything (docs/engineering.md §4). It lives in receipts/ because
 both sides need its one definition and its digest is recorded (`gate.json`).
 """
 

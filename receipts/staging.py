@@ -1,4 +1,4 @@
-"""Stage, then rename (STANDARDS.md §5), safe when several processes fill one cache.
+"""Stage, then rename (docs/engineering.md §5), safe when several processes fill one cache.
 
 An artifact other steps trust is written into a sibling staging directory and moved into
 place with one atomic step. A non-empty target is refused; any exception, Ctrl-C

@@ -1,7 +1,7 @@
 """Constrained field types shared by every record.
 
 Records carry only enumerated categories, bounded integers, hex digests and fixed
-identifiers (STANDARDS.md §3). These aliases are where the bounds live, so a record
+identifiers (docs/engineering.md §3). These aliases are where the bounds live, so a record
 cannot widen one by accident.
 """
 
@@ -48,7 +48,7 @@ UnixMillis = Annotated[int, Field(ge=0, le=1 << 45)]
 """Wall-clock time in milliseconds since the Unix epoch (UTC)."""
 
 Probe = Literal["present", "absent", "unread"]
-"""Three answers, never two (STANDARDS.md §2): `unread` means the instrument failed."""
+"""Three answers, never two (docs/engineering.md §2): `unread` means the instrument failed."""
 
 Provenance = Literal["built_by_this_run", "adopted_from_cache"]
-"""Whether this run made an artifact or adopted it by its content key (STANDARDS.md §6)."""
+"""Whether this run made an artifact or adopted it by its content key (docs/engineering.md §6)."""

@@ -7,7 +7,7 @@ one line `HARNESS-GATE <canonical JSON>` with a category from
 receipts.records.gate.GateCategory, then, only when the category is `ok`, runs the
 requested module with the verified root first on sys.path and bytecode writing off.
 
-Refused (STANDARDS.md §4): a pin table whose digest is not the one the host sent;
+Refused (docs/engineering.md §4): a pin table whose digest is not the one the host sent;
 files the table does not name (importable or not); any __pycache__ (an unchecked-hash
 .pyc would run in place of the verified source); symlinks; special files; missing
 files, wrong sizes, wrong digests; a root that is not first on sys.path, or any entry

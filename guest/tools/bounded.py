@@ -2,7 +2,7 @@
 
 Every tool's output passes through one of these so that no result can grow with
 the size of the workspace or of a test's log, and so truncation is counted where
-it happens (STANDARDS.md §12) instead of being inferred later.
+it happens (docs/engineering.md §12) instead of being inferred later.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The tool set: the OpenAI `tools` list and `dispatch(name, arguments_json)`.
 
-Dispatch is the edge where model output becomes action (STANDARDS.md §13), so it
+Dispatch is the edge where model output becomes action (docs/engineering.md §13), so it
 runs one fixed sequence and every step that can refuse has a closed category:
 known tool name → strict JSON → argument model → path parsed by the jail →
 permission → tool. A refusal returns a short fixed message that never echoes the

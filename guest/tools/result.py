@@ -2,7 +2,7 @@
 
 `output` is the text for the model. It is excluded from every dump of the model
 (`exclude=True`), so a record built from `ToolResult.model_dump()` cannot carry
-file contents, test logs or model-written text into a receipt (STANDARDS.md §3).
+file contents, test logs or model-written text into a receipt (docs/engineering.md §3).
 The short messages for refusals are fixed per category and never echo the input.
 """
 

@@ -1,7 +1,7 @@
 """Where code the model chooses runs: the agent's uid, one cgroup per call, private tmp.
 
 Why: a tool such as `run_tests` executes code the model wrote. That code is the
-adversary (STANDARDS.md §14). It must not change the guest outside the workspace (a
+adversary (docs/engineering.md §14). It must not change the guest outside the workspace (a
 `sitecustomize.py` planted in the system Python runs inside the verifier), must not
 outlive the call (a detached process can rewrite hidden tests while they run), and
 must not reach the agent's records. So each command:

@@ -26,7 +26,7 @@ UNLIMITED: Final = CGROUP_UNLIMITED
 
 
 class HeadroomUnread(Exception):
-    """A memory figure that should be readable was not (STANDARDS.md §2: unread)."""
+    """A memory figure that should be readable was not (docs/engineering.md §2: unread)."""
 
 
 @dataclass(frozen=True)

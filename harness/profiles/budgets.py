@@ -1,6 +1,6 @@
 """Memory budgets that can be met together: the relations a profile's budgets must satisfy.
 
-Why: each budget is enforced where it is applied (STANDARDS.md section 11), so budgets
+Why: each budget is enforced where it is applied (docs/engineering.md §11), so budgets
 that contradict each other do not fail loudly, they fail as a refused request or a
 killed VM an hour into a trial. The qwen4b profile shipped a request floor (10.5 GiB)
 that could never be met inside its own 11 GiB worker cgroup once the model was loaded:

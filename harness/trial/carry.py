@@ -4,7 +4,7 @@ Why through the host: verification runs in a second, pristine guest (pipeline's
 verification stage), and the only thing that may cross from the agent's guest into it
 is the final workspace. The agent's guest is untrusted once the model's code has run
 there: its `tar` binary, its kernel and every byte it sends may be the agent's. So the
-archive is treated as hostile input (STANDARDS §13, §14): the host reads it with
+archive is treated as hostile input (docs/engineering.md §13, §14): the host reads it with
 `tarfile` member by member and writes only regular files and directories, under names
 that are relative, free of `..`, unique and bounded in count and size; links, devices
 and FIFOs are dropped (the verifier copies regular files only as well). Only the

@@ -66,7 +66,7 @@ class Refusal:
 
     ``cause`` is the underlying closed category (a pin, conversion, safetensors header
     or verification refusal) and ``subject`` the file or tensor it is about. Neither
-    goes into a record: the record carries ``category`` alone (STANDARDS.md section 3).
+    goes into a record: the record carries ``category`` alone (docs/engineering.md §3).
     """
 
     category: ModelCategory

@@ -1,7 +1,7 @@
 """Closed vocabularies for the cgroup mechanism.
 
 Every failure and every reason a reading was not taken is one of these names, so a
-receipt can carry the category and nothing else (STANDARDS.md §3). Add a name here
+receipt can carry the category and nothing else (docs/engineering.md §3). Add a name here
 rather than attaching free text to an error.
 """
 
@@ -14,7 +14,7 @@ Controller = Literal["memory", "cpu", "pids"]
 """The controllers the harness applies budgets through."""
 
 ProbeState = Literal["present", "absent", "unread"]
-"""Three-valued answer of a probe (STANDARDS.md §2): unread is never folded into absent."""
+"""Three-valued answer of a probe (docs/engineering.md §2): unread is never folded into absent."""
 
 CgroupFailure = Literal[
     # Input rejected before anything was written.

@@ -2,7 +2,7 @@
 
 Interface files are written with one `write(2)` on an unbuffered descriptor: a
 buffered `open().write()` reports the kernel's EINVAL only at close, and a close in a
-finaliser swallows it. Every budget write is read back (STANDARDS.md §11): the kernel
+finaliser swallows it. Every budget write is read back (docs/engineering.md §11): the kernel
 can accept a write and store something else (v1 rounds limits down to pages).
 """
 

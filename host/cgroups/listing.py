@@ -1,6 +1,6 @@
 """Listing harness cgroups by name, for `harness gc` and the host-state snapshot.
 
-A SIGKILLed orchestrator leaves cgroups behind (STANDARDS.md §10); they are found by
+A SIGKILLed orchestrator leaves cgroups behind (docs/engineering.md §10); they are found by
 their place under the harness parent and their name prefix, never by process tree.
 """
 

@@ -1,6 +1,6 @@
 """Typed results of cgroup readings and of applied budgets.
 
-A reading is three-valued (STANDARDS.md §2): `present` with a value, `absent` when the
+A reading is three-valued (docs/engineering.md §2): `present` with a value, `absent` when the
 thing demonstrably does not exist (for example no memory limit is set), or `unread`
 with the category that says why it could not be taken. The invariants are checked at
 construction so a `present` reading without a value cannot exist.

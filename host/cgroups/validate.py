@@ -1,7 +1,7 @@
 """Budget values checked before anything is written.
 
 A value the kernel would refuse or silently alter is refused here with
-`invalid_value`, so a budget is either applied exactly or not at all (STANDARDS.md
+`invalid_value`, so a budget is either applied exactly or not at all (docs/engineering.md
 §11). The kernel still has the last word: its refusals surface as `write_rejected`
 and anything it alters as `readback_mismatch`.
 """
@@ -21,7 +21,7 @@ def validate_limit(limit_bytes: int) -> int:
     """A memory limit the kernel will store exactly: a positive whole number of pages.
 
     Both versions round a limit down to a page; rather than accept a rounded budget
-    (STANDARDS.md §11) an unaligned limit is refused before anything is written.
+    (docs/engineering.md §11) an unaligned limit is refused before anything is written.
     """
     if (
         isinstance(limit_bytes, bool)

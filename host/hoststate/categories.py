@@ -1,7 +1,7 @@
 """Closed vocabularies of the host-state snapshot and comparison.
 
 These names go into a receipt as they are; a new situation gets a new name here,
-never free text (STANDARDS.md §3).
+never free text (docs/engineering.md §3).
 """
 
 from typing import Literal
@@ -26,7 +26,7 @@ FACETS: tuple[FacetName, ...] = (
 )
 
 FacetState = Literal["present", "absent", "unread"]
-"""Three-valued, as every probe (STANDARDS.md §2)."""
+"""Three-valued, as every probe (docs/engineering.md §2)."""
 
 UnreadReason = Literal[
     "read_failed",

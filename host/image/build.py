@@ -5,7 +5,7 @@ through the private apt and recorded (resolution.py), so a cache hit needs no ne
 at all: the recorded resolution gives the key, and adopting re-hashes the entry. Only
 a miss (no record, no entry for its key, or `refresh`) asks the mirror again; the new
 answer is recorded once the image for it exists. A miss builds into a staging
-directory that becomes `<root>/<key>` with one rename (STANDARDS.md section 5).
+directory that becomes `<root>/<key>` with one rename (docs/engineering.md §5).
 Builds are serialized by a lock file in the cache root so two sessions never build
 the same key at once. Provenance is recorded apart from the key:
 `built_by_this_run` or `adopted_from_cache`. A corrupted entry is refused

@@ -1,4 +1,4 @@
-"""The image recipe and its content key (STANDARDS.md section 6).
+"""The image recipe and its content key (docs/engineering.md §6).
 
 Why a resolved recipe: package *names* do not determine an image, package *versions*
 do. The recipe names every declared input with the version resolved from the image's

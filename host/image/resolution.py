@@ -7,7 +7,7 @@ and made the key a live lookup. Here the answer is resolved once (at set-up, on 
 first build, or on `harness image build --refresh`), written to
 `<image root>/.resolved/<request key>.json`, and read back by every later trial.
 
-What identity means here (STANDARDS.md section 6): the image key is unchanged, the
+What identity means here (docs/engineering.md §6): the image key is unchanged, the
 SHA-256 of the recipe with its resolved versions. The recorded resolution is one of
 the recipe's declared inputs, pinned when it was asked, so a trial offline computes
 the same key the build computed and adopts that entry (re-hashed against its

@@ -1,4 +1,4 @@
-"""Content-keyed cache of converted models (STANDARDS.md sections 5 and 6).
+"""Content-keyed cache of converted models (docs/engineering.md §5, §6).
 
 Why: conversion of a real model takes minutes and its result must be the same bytes
 for the same inputs, so we key the result by what determines it: the source pin

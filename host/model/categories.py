@@ -1,4 +1,4 @@
-"""Closed refusal categories of the model pipeline (STANDARDS.md section 3).
+"""Closed refusal categories of the model pipeline (docs/engineering.md §3).
 
 Records carry one of these names and nothing else: no exception text, no paths. Each
 family has its own exception class so a caller can tell which stage refused, and

@@ -11,7 +11,7 @@ time, large ones in row slices, so peak memory is one slice, not the model.
 It writes every metadata key llama.cpp needs, including the ones whose absence does
 not fail loading but silently changes behaviour (FIELD-NOTES: ``tokenizer.ggml.pre``,
 ``tokenizer.ggml.token_type``, ``rope.freq_base``, ``attention.key_length`` /
-``value_length``). Output is staged and renamed into place (STANDARDS.md section 5)
+``value_length``). Output is staged and renamed into place (docs/engineering.md §5)
 and the SHA-256 is computed over the bytes as they are written, never re-read.
 """
 

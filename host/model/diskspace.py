@@ -7,7 +7,7 @@ space where it will be staged, as the trial's preflight compares free disk with 
 profile's floor (``shutil.disk_usage``); and a write that still fails for want of space
 (another process filled the disk meanwhile, a quota, a file-size limit) is turned into
 the closed refusal ``disk_full``. The staged partial is removed either way
-(STANDARDS.md section 5).
+(docs/engineering.md §5).
 """
 
 from __future__ import annotations

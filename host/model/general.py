@@ -13,7 +13,7 @@ settings into the GGUF (``gguf-py/gguf/metadata.py``, ``Metadata.load``, lines 7
 the llama-cpp-python 0.3.36 sdist; written by ``set_gguf_meta_model``, lines 609-632),
 and llama.cpp's tools use them as defaults. The file is part of the snapshot, so it is
 pinned like every other file and the keys are a function of pinned bytes: writing them
-keeps the GGUF a function of its content key (STANDARDS.md section 6).
+keeps the GGUF a function of its content key (docs/engineering.md §6).
 
 Differences from llama.cpp, on purpose: a ``generation_config.json`` that is not a JSON
 object, or a value of the wrong type, is refused (llama.cpp silently skips an unreadable

@@ -1,4 +1,4 @@
-"""Content keys (STANDARDS.md section 6): SHA-256 of the canonical JSON of declared inputs.
+"""Content keys (docs/engineering.md §6): SHA-256 of the canonical JSON of declared inputs.
 
 The serializer is ``receipts.canonical.canonical``, the project's one canonical JSON
 (section 7), so a key computed here equals one computed anywhere else.

@@ -4,7 +4,7 @@ Why: a model directory is external input that our converter reads and (for some
 repositories) code a loader could import. Hash-pinning the files we read proves
 nothing if other files ride along, so the check is of the whole tree: every file
 must be named with its size and SHA-256; an unlisted file is refused (and named as
-importable when its suffix is one Python would import, STANDARDS.md section 4), any
+importable when its suffix is one Python would import, docs/engineering.md §4), any
 ``__pycache__`` is refused (an unchecked ``.pyc`` runs in place of its source), and
 symlinks are refused (a pinned name must not point elsewhere), with one exception:
 the Hugging Face cache layout. ``hf download`` without ``--local-dir`` writes

@@ -1,7 +1,7 @@
 """Parse safetensors headers ourselves and read one tensor at a time as numpy.
 
 Why not ``safetensors.numpy``: it fails on BF16 unless ``ml_dtypes`` is imported, and
-it loads whole files. A checkpoint is external input (STANDARDS.md section 13), so the
+it loads whole files. A checkpoint is external input (docs/engineering.md §13), so the
 header is validated at the edge: an oversized or malformed header (its JSON read by
 `receipts.strictjson`, the one definition of strict JSON), an unknown dtype, a shape
 that disagrees with its byte span, and offsets that overlap, leave a gap or point

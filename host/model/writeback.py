@@ -1,7 +1,7 @@
 """Start writing dirty pages to disk early, so the final ``fsync`` has little left.
 
 Why: the converted GGUF must be durable before it is renamed into place
-(STANDARDS.md section 5), and for a 256 MB file the ``fsync`` alone took about as long
+(docs/engineering.md §5), and for a 256 MB file the ``fsync`` alone took about as long
 as copying the bytes (0.45 s here), because the disk only started writing when it was
 called. Linux's ``sync_file_range(SYNC_FILE_RANGE_WRITE)`` starts writeback of a range
 without waiting for it, so the disk writes while we go on reading, hashing and writing

@@ -1,4 +1,4 @@
-"""Closed failure categories of the SSH channel to a guest (STANDARDS.md section 3).
+"""Closed failure categories of the SSH channel to a guest (docs/engineering.md §3).
 
 A caller records one of these and nothing else: never the exception text, which can
 carry host paths, addresses or guest output.

@@ -8,7 +8,7 @@ in each hierarchy (a v1 controller's, or the v2 unified path) and the limit file
 are read there. CPU and pids limits are hierarchical: an ancestor's limit binds too
 (libvirt sets the domain-wide CPU quota on the domain's cgroup, and QEMU's main
 thread lives in its `emulator` child), so those are the tightest limit found from
-the process's cgroup up to the hierarchy's root. Three answers (STANDARDS.md §2): a
+the process's cgroup up to the hierarchy's root. Three answers (docs/engineering.md §2): a
 limit, `None` for unlimited, or `BudgetUnread`.
 """
 

@@ -2,7 +2,7 @@
 
 Why a module of its own: the libvirt backend, `harness gc` and `harness doctor` all
 talk to `qemu:///system`, and each must tell "the domain is gone" (VIR_ERR_NO_DOMAIN)
-from "libvirt did not answer" (STANDARDS.md §2) the same way. libvirt-python prints
+from "libvirt did not answer" (docs/engineering.md §2) the same way. libvirt-python prints
 every error to stderr by default; the handler installed here keeps it quiet, since
 the caller turns each error into a closed category.
 """

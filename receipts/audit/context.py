@@ -1,7 +1,7 @@
 """State shared by the audit's phases: the findings so far and which rules are disabled.
 
 Rules can be disabled only so that tests can prove each rule is load-bearing (the
-mutation control of STANDARDS.md §8); `harness audit` never disables any.
+mutation control of docs/engineering.md §8); `harness audit` never disables any.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class Record(BaseModel):
     model_config = RECORD_CONFIG
 
     CEILING_BYTES: ClassVar[int] = 64 * 1024
-    """Records larger than this are refused, never cut (STANDARDS.md §3)."""
+    """Records larger than this are refused, never cut (docs/engineering.md §3)."""
 
     @classmethod
     def schema_id(cls) -> str:

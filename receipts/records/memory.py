@@ -3,7 +3,7 @@
 Version 2 (what the harness writes): the host's MemAvailable and page cache, and the
 usage and working set (`usage - inactive_file`) of the QEMU cgroup and of the host
 worker's cgroup. A figure that could not be read, or whose cgroup did not exist yet (or
-any more) at that moment, is None: never a guess (STANDARDS.md section 2). When the
+any more) at that moment, is None: never a guess (docs/engineering.md §2). When the
 trial outlasts `MAX_SAMPLES` intervals the sampler keeps every other sample and doubles
 the interval, so the samples always span the whole trial at an even spacing.
 

@@ -1,6 +1,6 @@
 """One test per tamper class: each is refused with its own closed category.
 
-The mutation control (STANDARDS.md §8) is mechanized in `test_rule_is_load_bearing`:
+The mutation control (docs/engineering.md §8) is mechanized in `test_rule_is_load_bearing`:
 the same tampered ZIP is audited with the rule that should catch it disabled, and the
 expected category must then disappear, so no test here passes without its rule.
 """

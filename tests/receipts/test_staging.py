@@ -1,4 +1,4 @@
-"""Staging and fill locks between real processes (STANDARDS.md §5 and §15).
+"""Staging and fill locks between real processes (docs/engineering.md §5, §15).
 
 A filler is a real child process: it enters `staged_directory`, writes into its staging
 directory, says so on stdout, and sleeps until it is killed or told to finish. What we

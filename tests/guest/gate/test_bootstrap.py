@@ -1,6 +1,6 @@
 """The guest runtime gate, run as it ships: its source passed to `python3 -I -B -S -c`.
 
-Each attack of STANDARDS.md §4 is planted in a real runtime tree. Mutation controls
+Each attack of docs/engineering.md §4 is planted in a real runtime tree. Mutation controls
 edit the gate's source text (the same text the host sends) to remove one check, and
 show that the attack then gets through.
 """

@@ -1,4 +1,4 @@
-"""Usage and finish_reason say what happened (STANDARDS.md §12)."""
+"""Usage and finish_reason say what happened (docs/engineering.md §12)."""
 
 from __future__ import annotations
 
