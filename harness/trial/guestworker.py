@@ -313,12 +313,11 @@ class GuestWorker(Worker):
             guest_gone=launch.guest_gone,
         )
 
-    async def stop(
-        self, owned: OwnedResources
-    ) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]] | None:
-        if self.process is None:
-            return None
-        await owned.release_early("worker_process")
+    def started(self) -> bool:
+        return self.process is not None
+
+    def ended(self) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]]:
+        assert self.process is not None
         requests = collect(self.process)
         return guest_worker_record(self.process, requests), requests
 

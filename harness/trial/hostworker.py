@@ -251,12 +251,11 @@ class HostWorker(Worker):
             owned=launch.owned,
         )
 
-    async def stop(
-        self, owned: OwnedResources
-    ) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]] | None:
-        if self.process is None:
-            return None
-        await owned.release_early("worker_process")
+    def started(self) -> bool:
+        return self.process is not None
+
+    def ended(self) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]]:
+        assert self.process is not None
         category: WorkerCategory = "ok"
         try:
             requests = read_requests(self.process.records)

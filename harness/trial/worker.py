@@ -171,12 +171,23 @@ class Worker(Protocol):
         """Start it and wait for its ready line; raises WorkerStageFailed."""
         ...
 
+    def started(self) -> bool:
+        """Whether it said it is ready (then `stop` has a record to give)."""
+        ...
+
+    def ended(self) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]]:
+        """Its record and request records, once its release has run."""
+        ...
+
     async def stop(
         self, owned: OwnedResources
     ) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]] | None:
         """Stop a started worker (its release, early) and read its record and requests;
         None when it never started (its release, if registered, runs at teardown)."""
-        ...
+        if not self.started():
+            return None
+        await owned.release_early("worker_process")
+        return self.ended()
 
     def memory_pid(self) -> int | None:
         """A host process whose memory cgroup the trial samples; None for none."""
