@@ -456,13 +456,22 @@ class Trial:
             log.warning("guest runtime unavailable: %s", exc.category)
             raise VmStageFailed(RUNTIME_FAILURES[exc.category]) from None
 
+    async def disk_plan(self, scratch: Path, accelerator: Accelerator) -> DiskPlan:
+        """Once the accelerator is known: where the worker runs, the runtimes, and the
+        read-only disk's tree. A tree that cannot be written on the host (disk full,
+        permissions) is the VM stage's `data_disk_failed`, not QEMU failing to start."""
+        if self.worker is not None:
+            self.worker = worker_for(resolve_placement(self.placement_requested, accelerator))
+        await in_thread(self.build_runtimes)
+        try:
+            source = await in_thread(self.data_source, scratch)
+        except OSError:
+            raise VmStageFailed("data_disk_failed") from None
+        return DiskPlan(source, self.worker.socket(scratch) if self.worker else None)
+
     async def stage_vm(self, image: GuestImage, scratch: Path) -> None:
         async def plan(accelerator: Accelerator) -> DiskPlan:
-            if self.worker is not None:
-                self.worker = worker_for(resolve_placement(self.placement_requested, accelerator))
-            await in_thread(self.build_runtimes)
-            source = await in_thread(self.data_source, scratch)
-            return DiskPlan(source, self.worker.socket(scratch) if self.worker else None)
+            return await self.disk_plan(scratch, accelerator)
 
         try:
             self.vm = await start_vm(

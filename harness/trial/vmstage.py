@@ -21,6 +21,7 @@ from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.image.build import GuestImage
 from host.image.disk import build_data_disk
+from host.image.errors import ImageError
 from host.release import CleanupResult, release_cgroup, remove_dir
 from host.vm.accel import choose_accelerator
 from host.vm.backend import Vm, VmBackend, VmSpec
@@ -240,6 +241,9 @@ async def _boot(
         data_disk = await in_thread(  # mkfs into disk_dir: done before its release removes it
             build_data_disk, disk_plan.data_source, disk_dir / "data.img"
         )
+    except ImageError:
+        raise VmStageFailed("data_disk_failed", handle) from None
+    try:
         spec = VmSpec(
             tag=tag,
             image=image,

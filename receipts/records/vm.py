@@ -27,10 +27,13 @@ VmCategory = Literal[
     "runtime_fetch_failed",
     "runtime_build_failed",
     "runtime_cache_corrupt",
+    "data_disk_failed",
 ]
 """The `runtime_*` categories: the guest runtime for the read-only disk (our guest code
 and its pinned wheels, host/runtime.py) could not be had before QEMU started:
-`runtime_fetch_failed` when it needed the network and could not reach it."""
+`runtime_fetch_failed` when it needed the network and could not reach it.
+`data_disk_failed`: the read-only disk (its tree or its ext4 image) could not be written
+on the host before QEMU started (disk full, permissions)."""
 
 
 class _GuestVm(Record):
