@@ -68,14 +68,17 @@ def _no_qemu_left(trial_id: str) -> None:
 def _each_cleanup_receipt_is_required(receipt: Path) -> None:
     """Drop one cleanup receipt of each kind from this real receipt (re-indexed, manifest
     recomputed): the audit refuses every one as `cleanup_missing` (issue 15: before,
-    dropping the qemu_process receipt still audited valid with the same verdict)."""
+    dropping the qemu_process receipt still audited valid with the same verdict).
+    Except `trial_scratch`: no record of a trial/2 receipt says the scratch was made,
+    so its receipt is not required (receipts/cleanupset.py says why; a known gap)."""
     with zipfile.ZipFile(receipt) as archive:
         entries = {name: archive.read(name) for name in archive.namelist()}
     names = sorted(name for name in entries if name.startswith("cleanup/"))
     receipts = [json.loads(entries.pop(name)) for name in names]
     kinds = {r["resource"] for r in receipts}
     assert {"qemu_process", "cgroup", "ssh_keys", "overlay_disk", "data_disk"} <= kinds
-    for kind in sorted(kinds):
+    assert "trial_scratch" in kinds
+    for kind in sorted(kinds - {"trial_scratch"}):
         kept = list(receipts)
         kept.remove(next(r for r in receipts if r["resource"] == kind))
         forged = dict(entries)
