@@ -18,6 +18,7 @@ from receipts.records import (
     ToolCallRecordV1,
     TrialRecord,
     WorkerRequestRecord,
+    WorkerRequestRecordV1,
 )
 from receipts.records.trial import STAGE_ORDER, AnyTrialRecord, Stage, cancelled_stage
 from receipts.recordset import RecordSet
@@ -40,7 +41,9 @@ class AgentTotals(TypedDict):
     completion_tokens_total: int
 
 
-def worker_totals(requests: Sequence[WorkerRequestRecord]) -> WorkerTotals:
+def worker_totals(
+    requests: Sequence[WorkerRequestRecord | WorkerRequestRecordV1],
+) -> WorkerTotals:
     """The worker record's counts: what its request records show happened."""
     return WorkerTotals(
         requests=len(requests),

@@ -29,7 +29,7 @@ from harness.suite.local import LocalExecutor
 from harness.suite.report import suite_report
 from harness.suite.run import SuiteRun
 from harness.suite.spec import Suite, SuiteError, load_suite
-from harness.trial.pipeline import REPO
+from harness.trial.diskfiles import REPO
 from receipts.audit.suite import audit_suite_and_read, audit_suite_bytes, read_suite_file
 from receipts.canonical import canonical
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from harness.tasks.polyglot import ImportRefused, import_polyglot, index_toml, source_commit
-from harness.trial.pipeline import REPO
+from harness.trial.diskfiles import REPO
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

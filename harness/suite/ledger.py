@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.dispatch import state_dir
+from receipts.kernelfacts import meminfo
 
 LEDGER_NAME = "suite-ledger.json"
 
@@ -51,11 +52,12 @@ def _start_time(pid: int) -> int | None:
 
 
 def _meminfo(key: str) -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        if name == key:
-            return int(rest.split()[0]) * 1024
-    raise OSError(f"{key} not in /proc/meminfo")
+    """One /proc/meminfo figure in bytes, parsed by receipts/kernelfacts.py; OSError when
+    it is missing or malformed (the caller reads that as unread, never as zero)."""
+    found = meminfo(Path("/proc/meminfo").read_text()).get(key)
+    if found is None:
+        raise OSError(f"{key} not in /proc/meminfo")
+    return found
 
 
 @dataclass(frozen=True)

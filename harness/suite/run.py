@@ -22,7 +22,7 @@ from typing import Literal
 from harness.source import bind_source
 from harness.suite.executor import Executor, MemberEnd, MemberJob
 from harness.suite.spec import Member, Suite
-from harness.trial.pipeline import REPO
+from harness.trial.diskfiles import REPO
 from harness.version import HARNESS_VERSION
 from receipts.audit import audit_and_read
 from receipts.records.suite import MissingReason, SuiteMember, SuiteRecord, aggregate

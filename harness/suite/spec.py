@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from guest.task import TaskError, load_task
 from harness.profiles import Profile, ProfileError, load_profile
+from receipts.vocabulary import AccelRequest, Backend
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
 TaskPattern = Annotated[str, StringConstraints(pattern=r"^[a-z0-9*?\[\]][a-z0-9_.*?\[\]-]{0,63}$")]
@@ -42,8 +43,8 @@ class SuiteFile(BaseModel):
     profiles: Annotated[tuple[Name, ...], Field(min_length=1, max_length=16)]
     agents: Annotated[tuple[Agent, ...], Field(min_length=1, max_length=16)]
     repeats: Annotated[int, Field(ge=1, le=1000)] = 1
-    backend: Literal["qemu", "libvirt"] = "qemu"
-    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    backend: Backend = "qemu"
+    accel: AccelRequest = "auto"
 
 
 class SuiteError(ValueError):

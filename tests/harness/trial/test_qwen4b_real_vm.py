@@ -42,6 +42,7 @@ import pytest
 
 from benchmarks.qwen4b_prepare import drop_cache, measure
 from harness.profiles import Profile, load_profile
+from harness.trial.hostworker import HostWorker
 from harness.trial.pipeline import Trial, TrialOptions
 from receipts.audit import audit_and_read
 from receipts.records import MemoryRecord
@@ -104,8 +105,9 @@ class TimedTrial(Trial):
 
     async def _watch_requests(self) -> None:
         while True:
-            if self.worker is not None and self.worker.records.exists():
-                lines = self.worker.records.read_bytes().count(b"\n")
+            process = self.worker.process if isinstance(self.worker, HostWorker) else None
+            if process is not None and process.records.exists():
+                lines = process.records.read_bytes().count(b"\n")
                 while len(self.request_seen_ms) < lines:
                     self.request_seen_ms.append(self._ms())
             await asyncio.sleep(0.25)
