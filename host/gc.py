@@ -6,8 +6,10 @@ a libvirt domain destroyed and then absent from libvirt, a QEMU process killed a
 longer running, a cgroup emptied and removed, a directory removed and absent.
 
 A running trial's resources carry the same names as a dead one's; the finder skips
-every tag whose lease (host/vm/lease.py) a live orchestrator holds. VMs started
-outside a trial (tests, benchmarks) hold no lease: gc treats them as leftovers.
+every tag whose lease (host/vm/lease.py) a live orchestrator holds, and takes a
+host-wide resource (a QEMU, a domain, a cgroup) only when its tag has a trace in the
+trials root gc was given, because another root's leases cannot be read from here.
+`harness gc --dry-run` lists those it leaves alone.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from host.release import (
     remove_files,
     stop_process,
 )
-from host.vm.leftovers import LIBVIRT_LOG_DIR, Leftover, find_leftovers
+from host.vm.leftovers import LIBVIRT_LOG_DIR, Leftover, find_leftovers, find_unowned
 
 KILL_DEADLINE_S = 10.0
 
-__all__ = ["Leftover", "collect", "find_leftovers"]
+__all__ = ["Leftover", "collect", "find_leftovers", "find_unowned"]
 
 
 def _destroy_domain(name: str) -> CleanupResult:
@@ -78,6 +80,17 @@ def collect(
     trials_root: Path, temp_root: Path | None = None, log_dir: Path = LIBVIRT_LOG_DIR
 ) -> list[tuple[Leftover, CleanupResult]]:
     """Release every leftover, in the finder's order (domains and processes hold the
-    cgroup and the files, so they go first)."""
+    cgroup and the files, so they go first). A tag whose release failed keeps its lease
+    file: it is the tag's trace in this root, without which a later gc could not take
+    the host-wide resources still held under that tag (host/vm/leftovers.py)."""
     found = find_leftovers(trials_root, temp_root, log_dir)
-    return [(item, release(item)) for item in found]
+    failed: set[str] = set()
+    done: list[tuple[Leftover, CleanupResult]] = []
+    for item in found:
+        if item.kind == "trial_file" and item.tag in failed:
+            continue
+        result = release(item)
+        if result.status == "failed":
+            failed.add(item.tag)
+        done.append((item, result))
+    return done

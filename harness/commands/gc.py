@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from host.gc import collect, find_leftovers
+from host.gc import collect, find_leftovers, find_unowned
 from receipts.canonical import canonical
 
 TRIALS = Path.home() / ".cache" / "harness" / "trials"
@@ -23,6 +23,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         for item in find_leftovers(args.trials_root):
             print(f"{item.kind:<14} {item.name}")
+        for item in find_unowned(args.trials_root):
+            print(f"{item.kind:<14} {item.name}  (left alone: no trace in this trials root)")
         return 0
     failed = False
     for index, (item, result) in enumerate(collect(args.trials_root)):

@@ -17,6 +17,7 @@ decision, with its own cleanup receipts (`released_by="gc"`).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import tempfile
 from dataclasses import dataclass
@@ -34,9 +35,11 @@ VM_SCRATCH = re.compile(re.escape(NAME_PREFIX) + _TAG + r"-[A-Za-z0-9_]{8}")
 DATA_DIR = re.compile(r"(?:verifier-)?data-" + _TAG)
 """The data disk folder of the agent's guest, and of the verification guest."""
 TRIAL_SCRATCH = re.compile(r"harness-trial-" + _TAG + r"-[A-Za-z0-9_]{8}")
-CGROUP = re.compile(r"(?:trial|worker|verifier)-" + _TAG)
+CGROUP_PREFIXES = ("trial-", "worker-", "verifier-")
 """The trial's cgroup (the agent guest's QEMU), the host worker's own (placement `host`)
-and the verification guest's."""
+and the verification guest's: the finder lists each prefix, so a kind of cgroup added
+here is found by gc too."""
+CGROUP = re.compile("(?:" + "|".join(re.escape(p) for p in CGROUP_PREFIXES) + ")" + _TAG)
 DOMAIN = re.compile(re.escape(NAME_PREFIX) + _TAG)
 
 LEASE = re.compile(re.escape(LEASE_PREFIX) + _TAG)
@@ -117,11 +120,12 @@ def find_trial_files(trials_root: Path, log_dir: Path = LIBVIRT_LOG_DIR) -> list
 
 
 def find_cgroups() -> list[str]:
-    """`trial-<tag>` and `worker-<tag>` cgroups under the harness parent (any hierarchy)."""
+    """`trial-<tag>`, `worker-<tag>` and `verifier-<tag>` cgroups under the harness parent
+    (any hierarchy)."""
     names: set[str] = set()
     with contextlib.suppress(CgroupError, OSError):  # doctor reports an unusable hierarchy
         hierarchy = detect()
-        for prefix in ("trial-", "worker-"):
+        for prefix in CGROUP_PREFIXES:
             for listing in hierarchy.list_names(prefix=prefix).values():
                 names.update(name for name in listing.names if CGROUP.fullmatch(name))
     return sorted(names)
@@ -168,19 +172,78 @@ def _live(trials_root: Path, tag: str) -> bool:
         return True
 
 
+def _names_root(pid: str, trials_root: Path, proc: Path) -> bool:
+    """Whether a process's command line names a VM scratch path under `trials_root` (as
+    given or resolved): a QEMU's disks, sockets and logs live in its trial's scratch."""
+    try:
+        cmdline = (proc / pid / "cmdline").read_bytes()
+    except OSError:
+        return False
+    roots = {str(trials_root), os.path.realpath(trials_root)}
+    return any(f"{root}/{NAME_PREFIX}".encode() in cmdline for root in roots)
+
+
 def find_leftovers(
-    trials_root: Path, temp_root: Path | None = None, log_dir: Path = LIBVIRT_LOG_DIR
+    trials_root: Path,
+    temp_root: Path | None = None,
+    log_dir: Path = LIBVIRT_LOG_DIR,
+    proc: Path = Path("/proc"),
 ) -> list[Leftover]:
-    """Everything a dead trial left, in release order: domains and processes first
-    (they hold the cgroup and the files), then cgroups, directories, files (lease,
-    libvirt log).
-    Resources of a tag whose lease a live orchestrator holds are never included."""
-    found = [Leftover("libvirt_domain", n, _tag(DOMAIN, n)) for n in find_domains()]
-    found += [Leftover("qemu_process", str(p.pid), p.tag) for p in find_processes(qemu_only=True)]
-    found += [Leftover("cgroup", name, _tag(CGROUP, name)) for name in find_cgroups()]
-    dirs = find_trial_dirs(trials_root, temp_root)
-    found += [Leftover("scratch_dir", str(path), _path_tag(path)) for path in dirs]
-    files = find_trial_files(trials_root, log_dir)
-    found += [Leftover("trial_file", str(path), _path_tag(path)) for path in files]
+    """Everything a dead trial of `trials_root` left, in release order: domains and
+    processes first (they hold the cgroup and the files), then cgroups, directories,
+    files (lease, libvirt log).
+
+    Why two rules: a trial's lease lives in its own trials root, and gc can only test
+    the leases of the root it was given. Names in the trials root (scratch, data disk,
+    lease) belong to that root. Names shared by the whole host (QEMU processes, libvirt
+    domains and logs, cgroups, trial scratch in the temporary directory) carry only the
+    tag, so gc takes them only for a tag that has a trace in this root: a file or
+    directory of the tag there, or a QEMU whose command line names a scratch path under
+    it. A trial of another root (a test's, a second operator's) has no trace here and
+    is left alone, however dead it looks from here. Resources of a tag whose lease a
+    live orchestrator holds are never included."""
+    dirs = _dirs(trials_root, VM_SCRATCH) + _dirs(trials_root, DATA_DIR)
+    dirs += _dirs(trials_root, TRIAL_SCRATCH)
+    here = [Leftover("scratch_dir", str(path), _path_tag(path)) for path in sorted(dirs)]
+    leases = _files(trials_root, LEASE)
+    here_files = [Leftover("trial_file", str(path), _path_tag(path)) for path in leases]
+    processes = find_processes(proc, qemu_only=True)
+    traced = {item.tag for item in here + here_files}
+    traced |= {p.tag for p in processes if _names_root(str(p.pid), trials_root, proc)}
+    temp = Path(tempfile.gettempdir()) if temp_root is None else temp_root
+    shared = [Leftover("libvirt_domain", n, _tag(DOMAIN, n)) for n in find_domains()]
+    shared += [Leftover("qemu_process", str(p.pid), p.tag) for p in processes]
+    shared += [Leftover("cgroup", name, _tag(CGROUP, name)) for name in find_cgroups()]
+    shared_dirs = [
+        Leftover("scratch_dir", str(path), _path_tag(path)) for path in _dirs(temp, TRIAL_SCRATCH)
+    ]
+    logs = [
+        Leftover("trial_file", str(path), _path_tag(path)) for path in _files(log_dir, LIBVIRT_LOG)
+    ]
+    ours = [item for item in shared if item.tag in traced]
+    dirs_all = sorted(here + [d for d in shared_dirs if d.tag in traced], key=lambda i: i.name)
+    found = ours + dirs_all + here_files + [item for item in logs if item.tag in traced]
     live = {tag for tag in {item.tag for item in found} if _live(trials_root, tag)}
     return [item for item in found if item.tag not in live]
+
+
+def find_unowned(
+    trials_root: Path, log_dir: Path = LIBVIRT_LOG_DIR, proc: Path = Path("/proc")
+) -> list[Leftover]:
+    """The host-wide resources with a harness name that `find_leftovers(trials_root)`
+    leaves alone: no trace of their tag in this root (another root's trials, live or
+    dead, or a VM started outside any trial). Listed so an operator sees them and can
+    run gc with their own trials root."""
+    taken = {
+        (item.kind, item.name) for item in find_leftovers(trials_root, log_dir=log_dir, proc=proc)
+    }
+    shared = [Leftover("libvirt_domain", n, _tag(DOMAIN, n)) for n in find_domains()]
+    shared += [
+        Leftover("qemu_process", str(p.pid), p.tag) for p in find_processes(proc, qemu_only=True)
+    ]
+    shared += [Leftover("cgroup", name, _tag(CGROUP, name)) for name in find_cgroups()]
+    return [
+        item
+        for item in shared
+        if (item.kind, item.name) not in taken and not _live(trials_root, item.tag)
+    ]

@@ -22,6 +22,7 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
     temp_root.mkdir()
     group = hierarchy.create(f"trial-{TAG}")
     worker_group = hierarchy.create(f"worker-{TAG}")
+    verifier_group = hierarchy.create(f"verifier-{TAG}")
     bystander = hierarchy.create("other-gc-test")
     qemu = subprocess.Popen(
         [
@@ -51,7 +52,7 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
         results = collect(tmp_path, temp_root, temp_root)
         assert {r.status for _item, r in results} == {"confirmed"}
         assert qemu.wait(timeout=10) is not None
-        assert not group.exists() and not worker_group.exists()
+        assert not group.exists() and not worker_group.exists() and not verifier_group.exists()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["keep-me", "tmp"]
         assert sorted(p.name for p in temp_root.iterdir()) == ["harness-trial-notatag"]
         assert bystander.exists()
@@ -60,7 +61,7 @@ def test_gc_releases_a_trials_leftovers_and_nothing_else(tmp_path: Path) -> None
         if qemu.poll() is None:
             qemu.kill()
             qemu.wait()
-        for leftover in (group, worker_group, bystander):
+        for leftover in (group, worker_group, verifier_group, bystander):
             if leftover.exists():
                 leftover.kill_members()
                 leftover.remove()
@@ -85,6 +86,7 @@ def test_gc_destroys_a_leftover_libvirt_domain(tmp_path: Path) -> None:
         import libvirt
 
         conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED)
+        (tmp_path / f"lease-{tag}").write_bytes(b"")  # its killed orchestrator's trace
         bystander = conn.createXML(
             xml.replace(name, "not-harness-gc-test"), libvirt.VIR_DOMAIN_START_PAUSED
         )
@@ -104,3 +106,68 @@ def test_gc_destroys_a_leftover_libvirt_domain(tmp_path: Path) -> None:
         conn.close()
         (LIBVIRT_LOG_DIR / "not-harness-gc-test.log").unlink(missing_ok=True)  # our bystander's
     assert not (LIBVIRT_LOG_DIR / f"{name}.log").exists()  # gc released libvirt's log too
+
+
+def _paused_qemu(tag: str, scratch: Path) -> subprocess.Popen[bytes]:
+    """A QEMU named like a trial's whose command line names its scratch directory."""
+    scratch.mkdir(parents=True)
+    return subprocess.Popen(
+        [
+            "qemu-system-x86_64",
+            "-name",
+            f"guest=harness-vm-{tag}",
+            "-machine",
+            "none",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-S",
+            "-pidfile",
+            str(scratch / "qemu.pid"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def test_gc_of_one_trials_root_leaves_another_roots_trial_running(tmp_path: Path) -> None:
+    # The defect this guards: gc took every QEMU whose tag had no lease *in the root it
+    # was given*, so a test's or a second operator's gc killed the trials of the default
+    # root mid-run (seen as an intermittent verifier_vm_failed / qemu_exited).
+    mine, theirs = tmp_path / "a", tmp_path / "b"
+    mine.mkdir()
+    tag = "0123abcd4567ef8b"
+    qemu = _paused_qemu(tag, theirs / f"harness-vm-{tag}-x1y2z3w4")
+    try:
+        time.sleep(0.3)
+        assert [r for item, r in collect(mine, mine, mine) if item.tag == tag] == []
+        assert qemu.poll() is None
+        taken = [
+            (item.kind, r.status) for item, r in collect(theirs, theirs, theirs) if item.tag == tag
+        ]
+        assert ("qemu_process", "confirmed") in taken
+        assert qemu.wait(timeout=10) is not None
+    finally:
+        if qemu.poll() is None:
+            qemu.kill()
+            qemu.wait()
+
+
+def test_a_failed_release_keeps_the_lease_file_so_gc_can_retry(tmp_path: Path) -> None:
+    # A leftover directory with a mount inside cannot be removed; the tag's lease file is
+    # its only trace in this root, so gc keeps it and a later gc finishes the job.
+    tag = "0123abcd4567ef8c"
+    data = tmp_path / f"data-{tag}"
+    (data / "mnt").mkdir(parents=True)
+    lease = tmp_path / f"lease-{tag}"
+    lease.write_bytes(b"")
+    subprocess.run(["mount", "-t", "tmpfs", "none", str(data / "mnt")], check=True)
+    try:
+        first = [(item.kind, r.status) for item, r in collect(tmp_path, tmp_path, tmp_path)]
+        assert first == [("scratch_dir", "failed")]
+        assert lease.exists()
+    finally:
+        subprocess.run(["umount", str(data / "mnt")], check=True)
+    second = {(item.kind, r.status) for item, r in collect(tmp_path, tmp_path, tmp_path)}
+    assert second == {("scratch_dir", "confirmed"), ("trial_file", "confirmed")}
+    assert sorted(tmp_path.iterdir()) == []

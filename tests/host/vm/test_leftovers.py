@@ -17,6 +17,7 @@ from host.vm.leftovers import (
     find_processes,
     find_scratch_dirs,
     find_trial_dirs,
+    find_unowned,
 )
 from host.vm.scratch import create_scratch
 
@@ -108,3 +109,56 @@ def test_stale_lease_files_and_libvirt_logs_are_leftovers(tmp_path: Path) -> Non
         ("trial_file", str(logs / "harness-vm-0badc0de.log"), "0badc0de"),
     } <= found
     assert all("nothex" not in name and "someone" not in name for _k, name, _t in found)
+
+
+def _fake_qemu(proc: Path, pid: int, *argv: str) -> None:
+    (proc / str(pid)).mkdir(parents=True)
+    cmdline = ["/usr/bin/qemu-system-x86_64", *argv]
+    (proc / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in cmdline) + b"\0")
+
+
+def test_a_qemu_of_another_trials_root_is_left_alone(tmp_path: Path) -> None:
+    # Why: the lease that says whether a trial lives is in its own root; gc given root A
+    # cannot see root B's leases, so B's running trial must not look dead from A.
+    mine, theirs, proc = tmp_path / "a", tmp_path / "b", tmp_path / "proc"
+    for root in (mine, theirs):
+        root.mkdir()
+    _fake_qemu(
+        proc,
+        10,
+        "-name",
+        "guest=harness-vm-0badc0de",
+        "-drive",
+        f"file={theirs}/harness-vm-0badc0de-Ab_12cd3/overlay.qcow2",
+    )
+    assert [i for i in find_leftovers(mine, mine, mine, proc) if i.tag == "0badc0de"] == []
+    assert ("qemu_process", "10") in {
+        (i.kind, i.name) for i in find_leftovers(theirs, theirs, theirs, proc)
+    }
+
+
+def test_a_trace_in_the_root_makes_a_host_wide_resource_this_roots(tmp_path: Path) -> None:
+    trials, proc = tmp_path / "trials", tmp_path / "proc"
+    trials.mkdir()
+    _fake_qemu(proc, 10, "-name", "guest=harness-vm-0badc0de")
+    _fake_qemu(proc, 11, "-name", "guest=harness-vm-feedf00d")
+    (trials / "lease-0badc0de").write_bytes(b"")  # what a killed orchestrator leaves
+    taken = {(i.kind, i.name) for i in find_leftovers(trials, trials, trials, proc)}
+    assert ("qemu_process", "10") in taken
+    assert ("qemu_process", "11") not in taken  # no trace of feedf00d in this root
+    assert ("qemu_process", "11") in {(i.kind, i.name) for i in find_unowned(trials, trials, proc)}
+    with TrialLease(trials, "0badc0de"):  # the same trial, alive: nothing of it
+        assert [
+            i for i in find_leftovers(trials, trials, trials, proc) if i.tag == "0badc0de"
+        ] == []
+
+
+def test_host_wide_files_of_a_tag_without_trace_are_left_alone(tmp_path: Path) -> None:
+    trials, logs, temp = tmp_path / "trials", tmp_path / "logs", tmp_path / "tmp"
+    for root in (trials, logs, temp, tmp_path / "proc"):
+        root.mkdir()
+    (logs / "harness-vm-0badc0de.log").write_bytes(b"")  # a live libvirt trial's log elsewhere
+    (temp / "harness-trial-0badc0de-ab12cd34").mkdir()
+    assert [
+        i for i in find_leftovers(trials, temp, logs, tmp_path / "proc") if i.tag == "0badc0de"
+    ] == []
