@@ -30,6 +30,8 @@ Argv = Annotated[
 ]
 RelativePath = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*$")]
 REPORT_PLACEHOLDER = "{report}"
+SPLIT_PREFIX = ("python3", "-I", "-m", "pytest")
+"""The hidden command a split judgement takes over: the arguments after it go to pytest."""
 
 
 class _Closed(BaseModel):
@@ -53,6 +55,12 @@ class HiddenTests(TestCommand):
     """The hidden tests' IDs as the report names them (guest/verify/reports.py): JUnit
     `classname::name`, TAP leaf test names. The host ships the hidden tests, so it knows
     them; a report naming any other set is `report_inconsistent`."""
+    judge: Literal["split", "in_process"] = "split"
+    """`split`: pytest and the hidden tests run in a process that never imports the
+    agent's code; the solution is served from a second process (guest/verify/split.py).
+    `in_process`: the command runs as given and the agent's code runs inside it; a task
+    says so only when its tests cannot be split (they patch the solution's module, or
+    the command is not pytest), and the verification record says which ran."""
 
     @field_validator("expected")
     @classmethod
@@ -93,6 +101,8 @@ def load_task(task_dir: Path, *, full: bool = True) -> Task:
         raise TaskError(f"task {task_dir.name}: id must equal the directory name")
     if sum(REPORT_PLACEHOLDER in arg for arg in task.hidden.command) != 1:
         raise TaskError(f"task {task_dir.name}: hidden.command must name {REPORT_PLACEHOLDER} once")
+    if task.hidden.judge == "split" and tuple(task.hidden.command[:4]) != SPLIT_PREFIX:
+        raise TaskError(f"task {task_dir.name}: hidden.judge split needs a pytest command")
     if not full:
         return task
     for part in ("workspace", "hidden_tests"):

@@ -34,6 +34,7 @@ from receipts.records import (
     TrialRecordV1,
     VerificationRecord,
     VerificationRecordV1,
+    VerificationRecordV2,
     VerifierVmRecord,
     VmRecord,
     WorkerRecord,
@@ -60,7 +61,7 @@ class RecordSet:
     gate: GateRecord | None = None
     worker: WorkerRecord | None = None
     agent: AgentRecord | AgentRecordV1 | None = None
-    verification: VerificationRecord | VerificationRecordV1 | None = None
+    verification: VerificationRecord | VerificationRecordV2 | VerificationRecordV1 | None = None
     hoststate: HostStateRecord | HostStateRecordV2 | HostStateRecordV1 | None = None
     memory: MemoryRecord | MemoryRecordV1 | None = None
     worker_requests: tuple[WorkerRequestRecord | WorkerRequestRecordV1, ...] = field(default=())
@@ -119,7 +120,12 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("gate", GateRecord, sequence=False),
     Kind("worker", WorkerRecord, sequence=False),
     Kind("agent", AgentRecord, sequence=False, legacy=(AgentRecordV1,)),
-    Kind("verification", VerificationRecord, sequence=False, legacy=(VerificationRecordV1,)),
+    Kind(
+        "verification",
+        VerificationRecord,
+        sequence=False,
+        legacy=(VerificationRecordV2, VerificationRecordV1),
+    ),
     Kind(
         "hoststate",
         HostStateRecord,

@@ -23,14 +23,16 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from guest.task import REPORT_PLACEHOLDER, Task
+from guest.task import REPORT_PLACEHOLDER, SPLIT_PREFIX, Task
 from guest.tools.confine import RunAs, RunLimits, run_confined
 from guest.verify.reports import Counts, Report, ReportUnreadable, ids_match, read_report
 from guest.verify.snapshot import copy_regular_tree, describe_change, plugin_modules
+from guest.verify.split import JUDGE, run_split
 from receipts.records import VerificationRecord
-from receipts.records.verification import ReportIds, VerificationCategory
+from receipts.records.verification import JudgeProcess, ReportIds, VerificationCategory
 from receipts.treedigest import tree_sha256
 
 NOBODY: RunAs = (65534, 65534)
@@ -64,11 +66,24 @@ def traversable_by(path: Path, run_as: RunAs) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    fresh: Path
+    """The workspace copy (the agent's process, or the in-process command, runs here)."""
+    judge_dir: Path | None
+    """Split only: the hidden tests, outside the workspace copy, not writable by `nobody`."""
+    ipc: Path | None
+    report: Path
+    digest: str
+
+
 def _prepare(
-    task_dir: Path, final_workspace: Path, scratch: Path, run_as: RunAs
-) -> tuple[Path, Path, str]:
-    """The fresh copy with the hidden tests, the report path (outside the copy), and the
-    tree digest of the copy as received (before the hidden tests are put in)."""
+    task: Task, task_dir: Path, final_workspace: Path, scratch: Path, *, run_as: RunAs,
+    judge_as: RunAs,
+) -> _Prepared:  # fmt: skip
+    """The fresh copy, the hidden tests beside it (in process) or in the judge's own
+    directory (split), the report path (outside the copy), and the tree digest of the
+    copy as received (before the hidden tests are put in)."""
     scratch.mkdir(mode=0o755, parents=True, exist_ok=False)
     if not traversable_by(scratch, run_as):
         raise PermissionError("scratch is not reachable by the unprivileged user")
@@ -78,12 +93,25 @@ def _prepare(
     shutil.rmtree(fresh / HIDDEN_DIR, ignore_errors=True)
     if (fresh / HIDDEN_DIR).exists() or (fresh / HIDDEN_DIR).is_symlink():
         (fresh / HIDDEN_DIR).unlink()
-    copy_regular_tree(task_dir / HIDDEN_DIR, fresh / HIDDEN_DIR)
+    split = task.hidden.judge == "split"
+    if split and not traversable_by(scratch, judge_as):
+        raise PermissionError("scratch is not reachable by the judge's user")
+    judge_dir = scratch / "judge" if split else None
+    tests_home = judge_dir if judge_dir is not None else fresh
+    if judge_dir is not None:
+        judge_dir.mkdir(mode=0o755)
+    copy_regular_tree(task_dir / HIDDEN_DIR, tests_home / HIDDEN_DIR)
     reports = scratch / "report"
-    reports.mkdir(mode=0o755)
+    reports.mkdir(mode=0o700 if split else 0o755)
     _chown_tree(fresh, run_as)
-    _chown_tree(reports, run_as)
-    return fresh, reports / "report", digest
+    _chown_tree(reports, judge_as if split else run_as)
+    ipc = None
+    if split:
+        ipc = scratch / "ipc"
+        ipc.mkdir(mode=0o711)  # the judge's: `nobody` may reach the socket, not list or add
+        _chown_tree(ipc, judge_as)
+        os.chmod(ipc, 0o711)
+    return _Prepared(fresh, judge_dir, ipc, reports / "report", digest)
 
 
 def _judge(
@@ -106,6 +134,7 @@ def verify(
     scratch: Path,
     *,
     run_as: RunAs = NOBODY,
+    judge_as: RunAs = JUDGE,
 ) -> VerificationRecord:
     started = time.monotonic()
     plugins = plugin_modules(task.tests.command, task.hidden.command)
@@ -114,31 +143,50 @@ def verify(
     report_ids: ReportIds = "unread"
     workspace_sha256: str | None = None
     try:
-        fresh, report, workspace_sha256 = _prepare(task_dir, final_workspace, scratch, run_as)
+        prepared = _prepare(
+            task, task_dir, final_workspace, scratch, run_as=run_as, judge_as=judge_as
+        )
     except (OSError, ValueError):  # ValueError: a path treedigest cannot name
         category: VerificationCategory = "workspace_unreadable"
         isolation = "not_applied"
         workspace_sha256 = None
+        judge: JudgeProcess = "not_run"
     else:
+        workspace_sha256 = prepared.digest
+        judge = task.hidden.judge
+        report = prepared.report
         argv = [arg.replace(REPORT_PLACEHOLDER, str(report)) for arg in task.hidden.command]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
-            "HOME": str(fresh),
+            "HOME": str(prepared.fresh),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         limits = RunLimits(
             wall_seconds=float(task.hidden.deadline_s), cpu_seconds=task.hidden.deadline_s
         )
-        run = run_confined(
-            argv,
-            cwd=str(fresh),
-            env=env,
-            limits=limits,
-            net_policy="required",
-            mechanism="unshare_syscall",
-            run_as=run_as,
-        )
+        if prepared.judge_dir is not None and prepared.ipc is not None:
+            run = run_split(
+                argv[len(SPLIT_PREFIX) :],
+                judge_dir=prepared.judge_dir,
+                workspace=prepared.fresh,
+                ipc_dir=prepared.ipc,
+                stubs=task_dir / "workspace",
+                limits=limits,
+                env=env,
+                server_as=run_as,
+                judge_as=judge_as,
+            ).judge
+        else:
+            run = run_confined(
+                argv,
+                cwd=str(prepared.fresh),
+                env=env,
+                limits=limits,
+                net_policy="required",
+                mechanism="unshare_syscall",
+                run_as=run_as,
+            )
         isolation = run.net_isolation
         if run.exit is None:
             category = "net_isolation_unavailable" if isolation != "applied" else "runner_error"
@@ -178,5 +226,6 @@ def verify(
         workspace_sha256=workspace_sha256,
         suspicious_changes=change.suspicious,
         net_isolation=isolation,
+        judge=judge,
         duration_ms=int((time.monotonic() - started) * 1000),
     )

@@ -156,7 +156,25 @@ def _toml_array(items: Sequence[str]) -> str:
     return "[" + ", ".join(_toml_string(item) for item in items) + "]"
 
 
-def task_toml(task_id: str, prompt: str, tests: tuple[str, ...], expected: Sequence[str]) -> str:
+def patches_solution(exercise: Exercise) -> bool:
+    """Whether the tests patch a name in the solution's module (`mock.patch("grep.open")`):
+    the judge's proxy module cannot be patched into the solution's process, so such a
+    task declares `hidden.judge = "in_process"` (measured: grep and paasio)."""
+    module = re.escape(exercise.solution[0].removesuffix(".py"))
+    pattern = re.compile(r"patch\(\s*[\"']" + module + r"\.")
+    return any(
+        pattern.search((exercise.root / name).read_text(encoding="utf-8"))
+        for name in exercise.tests
+    )
+
+
+def task_toml(
+    task_id: str,
+    prompt: str,
+    tests: tuple[str, ...],
+    expected: Sequence[str],
+    judge: Literal["split", "in_process"] = "split",
+) -> str:
     hidden = (
         *PYTEST,
         "-c",
@@ -180,6 +198,7 @@ def task_toml(task_id: str, prompt: str, tests: tuple[str, ...], expected: Seque
         "[hidden]",
         f"command = {_toml_array(hidden)}",
         'report = "junit"',
+        *(['judge = "in_process"'] if judge == "in_process" else []),
         "expected = [",
         *(f"    {_toml_string(test_id)}," for test_id in expected),
         "]",
@@ -308,7 +327,14 @@ def build_task(exercise: Exercise, language: Language, commit: str, target: Path
         raise _Skip("prompt_too_long")
     _lay_out(exercise, target)
     (target / "task.toml").write_text(
-        task_toml(task_id, prompt, exercise.tests, expected), encoding="utf-8"
+        task_toml(
+            task_id,
+            prompt,
+            exercise.tests,
+            expected,
+            "in_process" if patches_solution(exercise) else "split",
+        ),
+        encoding="utf-8",
     )
     scripts = target / "scripts"
     scripts.mkdir()

@@ -163,5 +163,6 @@ def unread_verification_record(
         workspace_sha256=None,
         suspicious_changes=(),
         net_isolation="unread",
+        judge="not_run",
         duration_ms=0,
     )

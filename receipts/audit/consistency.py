@@ -12,7 +12,12 @@ from collections.abc import Callable
 from receipts.audit.context import AuditContext
 from receipts.claim import agent_totals, may_claim, void_from, worker_totals
 from receipts.cleanupset import missing_cleanup
-from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
+from receipts.records import (
+    AgentRecord,
+    ToolCallRecord,
+    VerificationRecord,
+    VerificationRecordV2,
+)
 from receipts.records.hoststate import excluded_trials
 from receipts.records.trial import AnyTrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet
@@ -157,7 +162,8 @@ def _verification_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: Rec
         and verification.tests_errored == 0
         and not verification.fixture_changed
     )
-    if isinstance(verification, VerificationRecord):  # /2: the task's own tests, every one
+    if isinstance(verification, (VerificationRecord, VerificationRecordV2)):  # /2, /3: every
+        # one of the task's own tests
         clean_pass = (
             clean_pass
             and verification.report_ids == "match"

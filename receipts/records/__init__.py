@@ -26,7 +26,11 @@ from receipts.records.model import ModelRecord, TensorCounts
 from receipts.records.preflight import PreflightRecord
 from receipts.records.source import SourceRecord
 from receipts.records.trial import AnyTrialRecord, TrialRecord, TrialRecordV1
-from receipts.records.verification import VerificationRecord, VerificationRecordV1
+from receipts.records.verification import (
+    VerificationRecord,
+    VerificationRecordV1,
+    VerificationRecordV2,
+)
 from receipts.records.vm import VerifierVmRecord, VmRecord
 from receipts.records.worker import WorkerRecord, WorkerRequestRecord, WorkerRequestRecordV1
 
@@ -62,6 +66,7 @@ __all__ = [
     "TrialRecordV1",
     "VerificationRecord",
     "VerificationRecordV1",
+    "VerificationRecordV2",
     "VerifierVmRecord",
     "VmRecord",
     "WorkerRecord",

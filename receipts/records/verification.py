@@ -63,10 +63,9 @@ ReportIds = Literal["match", "mismatch", "unread"]
 test IDs (as a set, each once): `unread` when no report was read."""
 
 
-class VerificationRecord(Record):
-    schema_: Literal["harness.receipt.verification/2"] = Field(
-        "harness.receipt.verification/2", alias="schema"
-    )
+class _VerificationFields(Record):
+    """The fields of verification/2 and /3 (each version adds its schema id)."""
+
     category: VerificationCategory
     result: Literal["passed", "failed"]
     task_sha256: Sha256Hex | None
@@ -95,7 +94,7 @@ class VerificationRecord(Record):
     duration_ms: Millis
 
     @model_validator(mode="after")
-    def _unread_only_when_invalid(self) -> VerificationRecord:
+    def _unread_only_when_invalid(self) -> _VerificationFields:
         """A digest is absent only in the host's stand-in for a record it could not read
         (any host reading), and that stand-in never passes: otherwise a record without a
         task digest could be accepted. A pass needs the report's IDs to match."""
@@ -111,6 +110,41 @@ class VerificationRecord(Record):
         every_test_passed = self.report_ids == "match" and self.tests_passed == self.tests_expected
         if self.result == "passed" and not every_test_passed:
             raise ValueError("a pass needs exactly the expected tests, every one passed")
+        return self
+
+
+class VerificationRecordV2(_VerificationFields):
+    """The verification record before the judge's process was recorded (every hidden
+    test command ran with the agent's code inside it); read by the audit only."""
+
+    schema_: Literal["harness.receipt.verification/2"] = Field(
+        "harness.receipt.verification/2", alias="schema"
+    )
+
+
+JudgeProcess = Literal["split", "in_process", "not_run"]
+"""Where the hidden tests' assertions ran. `split`: in a process that never imported the
+agent's code, the solution served from a second process as another user
+(guest/verify/split.py). `in_process`: the task's command as given, with the agent's
+code inside the test process (the task declares it cannot be split). `not_run`: the
+hidden command never ran (the workspace could not be copied, or the record is the
+host's stand-in)."""
+
+
+class VerificationRecord(_VerificationFields):
+    schema_: Literal["harness.receipt.verification/3"] = Field(
+        "harness.receipt.verification/3", alias="schema"
+    )
+    judge: JudgeProcess
+
+    @model_validator(mode="after")
+    def _judge_ran(self) -> VerificationRecord:
+        """A stand-in or an uncopied workspace ran no judge; anything else says which."""
+        no_run = self.category in VERIFICATION_HOST_READINGS or (
+            self.category == "workspace_unreadable"
+        )
+        if (self.judge == "not_run") != no_run:
+            raise ValueError("judge is not_run exactly when the hidden command never ran")
         return self
 
 

@@ -318,6 +318,7 @@ def accepted_model_trial() -> RecordSet:
             workspace_sha256=D1,
             suspicious_changes=(),
             net_isolation="applied",
+            judge="split",
             duration_ms=700,
         ),
         hoststate=hoststate(),

@@ -26,8 +26,8 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: worker_request/2, its tools_rendering).
-GOLDEN_ZIP_SHA256 = "0a215af1d299d118cb420cbc4705e221d15ccfc33300c1e4658b8926402267b2"
+# update it in the same commit and say why (last: verification/3, its judge).
+GOLDEN_ZIP_SHA256 = "9d64cda62bcee8e5e038352a3bc1f12caffac8c99a4aac68763204da0b568cb7"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

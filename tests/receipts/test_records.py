@@ -78,6 +78,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
     assert [model.schema_id() for _kind, model in legacy] == [
         "harness.receipt.trial/1",
         "harness.receipt.agent/1",
+        "harness.receipt.verification/2",
         "harness.receipt.verification/1",
         "harness.receipt.hoststate/2",
         "harness.receipt.hoststate/1",
@@ -188,6 +189,7 @@ def test_verification_digests_are_absent_exactly_in_the_unread_stand_in(
         task_sha256=None,
         final_diff_sha256=None,
         workspace_sha256=None,
+        judge="not_run",
     )
     assert stand_in.task_sha256 is None  # the positive control: the stand-in itself is valid
 
@@ -262,6 +264,7 @@ def test_every_host_reading_is_a_verification_stand_in_without_digests(reading: 
     verification = accepted_model_trial().verification
     assert verification is not None
     unread = {"category": reading, "result": "failed", "task_sha256": None}
+    unread["judge"] = "not_run"
     stand_in = replace(verification, **unread, final_diff_sha256=None, workspace_sha256=None)
     assert stand_in.category == reading
     with pytest.raises(pydantic.ValidationError):

@@ -117,8 +117,10 @@ def _rewriting_task(root: Path, task_id: str) -> Path:
         "printf \\\"require('node:test')('ok', () => {});\\\\n\\\" > $f; done; "
         'exec \\"$@\\"'
     )
+    rest = rest.replace('judge = "in_process"\n', "")  # said once below (a shell command)
     (task_dir / "task.toml").write_text(
-        f'{head}[hidden]\ncommand = ["/bin/sh", "-c", "{rewrite}", "sh", {rest}'
+        f'{head}[hidden]\njudge = "in_process"\n'
+        f'command = ["/bin/sh", "-c", "{rewrite}", "sh", {rest}'
     )
     return task_dir
 
@@ -154,16 +156,35 @@ def test_skipped_hidden_tests_are_no_pass(scratch: Path) -> None:
     """The code under test skips every test it cannot pass (pytest's Skipped raised from
     inside `moving_sum`): the report names exactly the expected IDs, nothing failed, two
     passed, and the exit status is 0. A pass needs every expected test passed.
-    Mutation control: without `counts.passed == len(expected)` this is `passed`."""
+    Mutation control: without `counts.passed == len(expected)` this is `passed`.
+    In process only: split, the skip never reaches the judge (the next test)."""
     task, task_dir, workspace = task_copy("py-one-line-fix", scratch)
-    (workspace / "stats.py").write_text(
-        "import pytest\n\n\n"
-        "def moving_sum(values, width):\n"
-        "    if width != 2:\n"
-        "        pytest.skip('not today')\n"
-        "    return [sum(values[i : i + width]) for i in range(len(values) - width + 1)]\n"
+    task = task.model_copy(
+        update={"hidden": task.hidden.model_copy(update={"judge": "in_process"})}
     )
+    (workspace / "stats.py").write_text(SKIPPING)
     record = verify(task, task_dir, task_digest(task_dir), workspace, scratch / "verify")
     assert (record.category, record.report_ids) == ("ok", "match")
     assert (record.tests_passed, record.tests_failed, record.tests_errored) == (2, 0, 0)
     assert record.result == "failed"
+
+
+def test_a_skip_raised_by_the_solution_never_reaches_a_split_judge(scratch: Path) -> None:
+    """Split, pytest's Skipped (a BaseException) raised in the solution's process ends that
+    process: the judge's tests that need it fail, none is skipped."""
+    task, task_dir, workspace = task_copy("py-one-line-fix", scratch)
+    assert task.hidden.judge == "split"
+    (workspace / "stats.py").write_text(SKIPPING)
+    record = verify(task, task_dir, task_digest(task_dir), workspace, scratch / "verify")
+    assert (record.category, record.report_ids, record.judge) == ("ok", "match", "split")
+    assert record.tests_failed + record.tests_errored == len(task.hidden.expected) - 1
+    assert record.result == "failed"
+
+
+SKIPPING = (
+    "import pytest\n\n\n"
+    "def moving_sum(values, width):\n"
+    "    if width != 2:\n"
+    "        pytest.skip('not today')\n"
+    "    return [sum(values[i : i + width]) for i in range(len(values) - width + 1)]\n"
+)

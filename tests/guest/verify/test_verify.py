@@ -92,7 +92,7 @@ def _synthetic_task(root: Path, hidden: str, report: str = "tap", deadline: int 
         'id = "synthetic"\nlanguage = "python"\nprompt = "p"\nfixtures = []\n'
         '[tests]\ncommand = ["true"]\ndeadline_s = 5\n'
         f'[hidden]\ncommand = ["/bin/sh", "-c", {json.dumps(hidden)}, "sh", "{{report}}"]\n'
-        f'report = "{report}"\nexpected = ["t"]\ndeadline_s = {deadline}\n'
+        f'report = "{report}"\njudge = "in_process"\nexpected = ["t"]\ndeadline_s = {deadline}\n'
     )
     return task_dir
 
@@ -177,6 +177,8 @@ def test_conftest_cheat_is_real_without_the_runner_options(scratch: Path) -> Non
     toml = (task_dir / "task.toml").read_text()
     defended = '"--noconftest", "-c", "hidden_tests/pytest.ini", '
     toml = toml.replace(defended, '"-o", "pythonpath=.", "-c", "pytest.ini", ')
+    # In process: split, the judge never collects the workspace's conftest.py at all.
+    toml = toml.replace('report = "junit"\n', 'report = "junit"\njudge = "in_process"\n')
     (task_dir / "task.toml").write_text(toml)
     task = load_task(task_dir)
     workspace = scratch / "final"

@@ -1,0 +1,70 @@
+"""verification/3 (where the hidden tests' assertions ran: `judge`) and old verification/2
+receipts that still audit.
+
+`fixtures/verification-v2-golden.zip` is a real old receipt: `bundle_bytes(accepted_model_trial())`
+produced by the code of main at 35bb273 (the last commit that wrote
+`harness.receipt.verification/2`) from `git archive`. Its SHA-256 is the golden digest
+tests/receipts/test_bundle.py asserted at that commit.
+
+Mutation controls: `VerificationRecordV2` left out of the kind's `legacy` ->
+test_an_old_verification_v2_receipt_still_audits fails (the entry is an unknown
+version); the `_judge_ran` validator removed -> test_judge_is_not_run_exactly_when_nothing_ran
+fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from receipts.audit import audit_and_read
+from receipts.records import VerificationRecord, VerificationRecordV2
+from tests.receipts.builders import accepted_model_trial, replace
+
+FIXTURE = Path(__file__).parent / "fixtures" / "verification-v2-golden.zip"
+OLD_GOLDEN_ZIP_SHA256 = "0a215af1d299d118cb420cbc4705e221d15ccfc33300c1e4658b8926402267b2"
+
+
+def test_an_old_verification_v2_receipt_still_audits() -> None:
+    data = FIXTURE.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == OLD_GOLDEN_ZIP_SHA256
+    result, records = audit_and_read(data)
+    assert result.valid, result.findings
+    assert result.derived_verdict == result.claimed_verdict == "accepted"
+    assert records is not None
+    assert type(records.verification) is VerificationRecordV2
+
+
+def test_the_current_record_says_where_the_judge_ran() -> None:
+    verification = accepted_model_trial().verification
+    assert type(verification) is VerificationRecord
+    assert verification.schema_id() == "harness.receipt.verification/3"
+    assert verification.judge == "split"
+    data = verification.model_dump(by_alias=True)
+    del data["judge"]
+    with pytest.raises(pydantic.ValidationError):
+        VerificationRecord.model_validate(data)
+
+
+@pytest.mark.parametrize("judge", ["split", "in_process"])
+def test_judge_is_not_run_exactly_when_nothing_ran(judge: str) -> None:
+    """A host stand-in (nothing of the guest's was read) ran no judge, and a record the
+    guest wrote after running the hidden command says which judge ran it."""
+    verification = accepted_model_trial().verification
+    assert verification is not None
+    stand_in = {
+        "category": "records_invalid",
+        "result": "failed",
+        "task_sha256": None,
+        "final_diff_sha256": None,
+        "workspace_sha256": None,
+    }
+    assert replace(verification, **stand_in, judge="not_run").judge == "not_run"
+    with pytest.raises(pydantic.ValidationError):
+        replace(verification, **stand_in, judge=judge)
+    assert replace(verification, judge=judge).judge == judge
+    with pytest.raises(pydantic.ValidationError):
+        replace(verification, judge="not_run")
