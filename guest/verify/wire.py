@@ -87,6 +87,9 @@ def receive(sock: socket.socket) -> Encoded:
     return message
 
 
+_EXACT = (type(None), bool, int, float, str, bytes, tuple, list, frozenset, set, dict)
+
+
 def _coerce(value: Any) -> Any:
     """A subclass of a closed type as an exact copy of its base (a namedtuple as a tuple,
     an IntEnum as an int); anything else unchanged."""
@@ -102,6 +105,8 @@ def _coerce(value: Any) -> Any:
         (set, set),
         (dict, dict),
     )
+    if type(value) in _EXACT:
+        return value  # bool is an int subclass: an exact closed type is never converted
     for base, convert in converters:
         if isinstance(value, base) and type(value) is not base:
             return convert(value)

@@ -1,0 +1,412 @@
+"""The split judge's protocol: values by copy, exceptions, proxies, callbacks, and a peer
+that lies.
+
+The live tests run a real solution process (guest/verify/agentside.py, started as the
+verifier starts it) and use this test process as the judge: its import hook, its Link,
+its proxies. The hostile-peer tests speak the wire by hand from the other end of a
+socket pair: the peer is the adversary, the judge's decoder is what is tested.
+
+Mutation controls (each run, each failed): `_hashable` returning its value unchecked ->
+test_decode_refuses[proxy_as_key]; the exact-type decode of `b` accepting ints ->
+test_decode_refuses[int_as_bool]; `EXCEPTION_NAMES` built from BaseException ->
+test_decode_refuses[system_exit] and [keyboard_interrupt] (the lying peer's SystemExit is
+still refused by the judge's own Exception check: defence in depth);
+`forbidden` returning False -> test_private_and_pytest_names_are_never_forwarded.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from guest.verify import judgeside
+from guest.verify.judgeside import Link, SolutionFinder, SplitJudgeError
+from guest.verify.split import server_argv
+from guest.verify.wire import ProtocolError, decode, encode, send
+
+VALUES: list[object] = [
+    None,
+    True,
+    False,
+    0,
+    -5,
+    2**200,
+    1.5,
+    -0.0,
+    math.inf,
+    "",
+    "h\u00e9llo \U0001f600",
+    b"\x00\xff",
+    [1, [2, "x"]],
+    (1, (2,)),
+    {"a": 1, (1, "b"): [None], 3: {"z": b""}},
+    {1, "two", (3,)},
+    frozenset({1.5, None}),
+]
+
+
+def _refuse(value: object) -> list[Any]:
+    raise ProtocolError("refused")
+
+
+def _no_handles(data: list[Any]) -> object:
+    raise ProtocolError("refused")
+
+
+def _exact_equal(left: Any, right: Any) -> bool:
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, (list, tuple)):
+        return len(left) == len(right) and all(
+            _exact_equal(a, b) for a, b in zip(left, right, strict=True)
+        )
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(
+            _exact_equal(v, right[k]) for k, v in left.items()
+        )
+    return bool(left == right)
+
+
+@pytest.mark.parametrize("value", VALUES, ids=[type(v).__name__ for v in VALUES])
+def test_each_closed_value_crosses_as_an_exact_copy(value: object) -> None:
+    copy = decode(encode(value, _refuse), _no_handles)
+    assert _exact_equal(copy, value)
+
+
+def test_nan_and_subclasses_cross_as_their_base_type() -> None:
+    assert math.isnan(decode(encode(math.nan, _refuse), _no_handles))  # type: ignore[arg-type]
+
+    class Point(NamedTuple):
+        x: int
+        y: int
+
+    class Level(IntEnum):
+        LOW = 1
+        HIGH = 2
+
+    point, level = Point(1, 2), Level.HIGH
+
+    class Loud(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = str.__hash__
+
+    for value, expected in ((point, (1, 2)), (level, 2), (Loud("x"), "x")):
+        copy = decode(encode(value, _refuse), _no_handles)
+        assert type(copy) is type(expected) and copy == expected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        ["b", 1],
+        ["i", "zz"],
+        ["i", 5],
+        ["f", "one"],
+        ["d", [[["l", []], ["n"]]]],
+        ["d", [[["H", 1, "instance", "m", "C"], ["n"]]]],
+        ["S", [["l", []]]],
+        ["E", "SystemExit"],
+        ["E", "KeyboardInterrupt"],
+        ["q", 1],
+        ["n", 1],
+        "n",
+        [],
+    ],
+    ids=[
+        "int_as_bool",
+        "bad_hex",
+        "raw_int",
+        "bad_float",
+        "list_as_key",
+        "proxy_as_key",
+        "list_in_set",
+        "system_exit",
+        "keyboard_interrupt",
+        "unknown_tag",
+        "extra_item",
+        "not_a_list",
+        "empty",
+    ],
+)
+def test_decode_refuses(data: object) -> None:
+    def handles(item: list[Any]) -> object:
+        if item[0] == "H":
+            return object()
+        raise ProtocolError("refused")
+
+    with pytest.raises(ProtocolError):
+        decode(data, handles)
+
+
+def test_depth_is_bounded_both_ways() -> None:
+    deep: list[Any] = []
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(ProtocolError):
+        encode(deep, _refuse)
+    data: list[Any] = ["n"]
+    for _ in range(200):
+        data = ["l", [data]]
+    with pytest.raises(ProtocolError):
+        decode(data, _no_handles)
+
+
+SOLUTION = """
+import functools
+
+LIMIT = 3
+NAMES = ("a", "b")
+_private = 1
+pytestmark = 2
+__test__ = True
+
+class Shelf:
+    _private = 1
+    pytestmark = 2
+    _pytestfixturefunction = 3
+    __test__ = True
+
+    def __init__(self, items):
+        self.items = list(items)
+        self.label = "shelf"
+    def __eq__(self, other):
+        return isinstance(other, Shelf) and self.items == other.items
+    __hash__ = None
+    def __repr__(self):
+        return f"Shelf({self.items!r})"
+    def __len__(self):
+        return len(self.items)
+    def __iter__(self):
+        return iter(self.items)
+    def __getitem__(self, index):
+        return self.items[index]
+    def __contains__(self, item):
+        return item in self.items
+    def __add__(self, other):
+        return Shelf(self.items + other.items)
+    def each(self, function):
+        return [function(item) for item in self.items]
+    def fold(self, function, start):
+        return functools.reduce(function, self.items, start)
+
+class Helper:
+    pass
+
+class ShelfError(ValueError):
+    pass
+
+def make(*items):
+    return Shelf(items)
+
+def helper():
+    return Helper()
+
+def fail(message):
+    raise ShelfError(message)
+
+def fail_builtin():
+    raise KeyError("missing", 2)
+
+def count(values):
+    return len(values)
+
+def generate(n):
+    yield from range(n)
+
+def leave():
+    raise SystemExit(0)
+"""
+STUB = "class Shelf:\n    pass\n\n\nclass ShelfError(ValueError):\n    pass\n"
+
+
+@pytest.fixture
+def solution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A real solution process serving a fresh module; this process is the judge."""
+    name = f"shelf_{uuid.uuid4().hex[:12]}"
+    workspace, stubs = tmp_path / "ws", tmp_path / "stubs"
+    workspace.mkdir()
+    stubs.mkdir()
+    (workspace / f"{name}.py").write_text(SOLUTION)
+    (stubs / f"{name}.py").write_text(STUB)
+    path = str(tmp_path / "judge.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    process = subprocess.Popen(server_argv(path, workspace, sys.executable), cwd=workspace)
+    conn = judgeside.accept(listener, os.getuid(), 30)
+    listener.close()
+    assert conn is not None
+    monkeypatch.setattr(judgeside, "LINK", Link(conn, stubs))
+    finder = SolutionFinder()
+    sys.meta_path.append(finder)
+    try:
+        module = __import__(name)
+        assert isinstance(module, judgeside.RemoteModule)
+        yield module
+    finally:
+        sys.meta_path.remove(finder)
+        sys.modules.pop(name, None)
+        conn.close()
+        process.wait(timeout=30)
+
+
+def test_module_values_and_calls_cross_by_copy(solution: Any) -> None:
+    assert (solution.LIMIT, solution.NAMES) == (3, ("a", "b"))
+    assert type(solution.NAMES) is tuple
+    mine = [1, 2, 3]
+    assert solution.count(mine) == 3
+    assert list(solution.generate(4)) == [0, 1, 2, 3]
+    with pytest.raises(AttributeError):
+        _ = solution.nothing_here
+
+
+def test_exceptions_are_the_same_builtin_class_with_their_args(solution: Any) -> None:
+    with pytest.raises(KeyError) as caught:
+        solution.fail_builtin()
+    assert caught.value.args == ("missing", 2)
+    with pytest.raises(ValueError, match=r"^too many$") as own:
+        solution.fail("too many")
+    assert own.value.args[0] == "too many"
+    assert isinstance(own.value, solution.ShelfError)
+    assert type(own.value) is solution.ShelfError and solution.ShelfError.__bases__ == (ValueError,)
+
+
+def test_a_declared_instance_forwards_its_operators(solution: Any) -> None:
+    shelf = solution.make(1, 2)
+    assert isinstance(shelf, judgeside.RemoteObject)
+    assert isinstance(shelf, solution.Shelf)
+    assert shelf == solution.Shelf([1, 2]) and shelf != solution.Shelf([2])
+    assert (len(shelf), list(shelf), shelf[1], 2 in shelf) == (2, [1, 2], 2, True)
+    assert repr(shelf) == "Shelf([1, 2])"
+    assert list(shelf + solution.make(3)) == [1, 2, 3]
+    assert shelf.label == "shelf"
+    shelf.label = "top"
+    assert shelf.label == "top"
+    assert shelf.items == [1, 2] and type(shelf.items) is list
+    with pytest.raises(TypeError):
+        hash(shelf)
+
+
+def test_callbacks_run_in_the_judge_with_copied_values(solution: Any) -> None:
+    seen: list[object] = []
+    shelf = solution.make(1, 2, 3)
+
+    def record(item: int) -> int:
+        seen.append(item)
+        return item * 10
+
+    assert shelf.each(record) == [10, 20, 30]
+    assert seen == [1, 2, 3]
+    assert shelf.fold(lambda acc, item: acc + item, 0) == 6
+
+    def broken(item: object) -> object:
+        raise IndexError("from the judge", item)
+
+    with pytest.raises(IndexError) as caught:
+        shelf.each(broken)
+    assert caught.value.args == ("from the judge", 1)
+
+
+def test_an_undeclared_instance_is_refused(solution: Any) -> None:
+    with pytest.raises(SplitJudgeError):
+        solution.helper()
+
+
+def test_a_judge_object_is_never_passed(solution: Any) -> None:
+    with pytest.raises(SplitJudgeError):
+        solution.count(object())
+
+
+def test_a_solution_that_exits_is_an_error_not_an_exception(solution: Any) -> None:
+    with pytest.raises(SplitJudgeError):
+        solution.leave()
+    assert not isinstance(SplitJudgeError("x"), Exception)
+    with pytest.raises(SplitJudgeError):
+        solution.count([1])  # the process is gone: every later call errors too
+
+
+def test_private_and_pytest_names_are_never_forwarded(solution: Any) -> None:
+    shelf = solution.make(1)
+    for name in ("_pytestfixturefunction", "pytestmark", "__test__", "_private"):
+        with pytest.raises(AttributeError):
+            getattr(shelf, name)
+        with pytest.raises(AttributeError):
+            getattr(solution, name)
+
+
+# -- a peer that lies ---------------------------------------------------------------------
+
+
+def _lying_link(tmp_path: Path, replies: list[list[Any]]) -> tuple[Link, socket.socket]:
+    ours, theirs = socket.socketpair()
+    for reply in replies:
+        send(theirs, reply)
+    (tmp_path / "m.py").write_text("class Declared:\n    pass\n")
+    link = Link(ours, tmp_path)
+    link.modules.add("m")
+    return link, theirs
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ["ok", ["H", 1, "instance", "m", "Helper"]],
+        ["ok", ["H", 1, "instance", "elsewhere", "Declared"]],
+        ["ok", ["H", 1, "wizard", "m", "Declared"]],
+        ["ok", ["c", 9]],
+        ["raise", ["E", "SystemExit"], ["t", []]],
+        ["raise", ["s", "ValueError"], ["t", []]],
+        ["callback", 7, ["t", []], ["d", []]],
+        ["ok"],
+        ["hello"],
+    ],
+    ids=[
+        "undeclared_class",
+        "other_module",
+        "unknown_kind",
+        "unknown_callback",
+        "base_exception",
+        "class_as_string",
+        "callback_never_registered",
+        "short_reply",
+        "unknown_message",
+    ],
+)
+def test_a_lying_peer_is_refused(tmp_path: Path, reply: list[Any]) -> None:
+    link, theirs = _lying_link(tmp_path, [reply])
+    with pytest.raises(SplitJudgeError):
+        link.request(["getattr", 1, "x"])
+    assert link.sock is None  # and the link is closed: no later answer is believed
+    theirs.close()
+
+
+def test_an_oversized_or_torn_message_is_refused(tmp_path: Path) -> None:
+    link, theirs = _lying_link(tmp_path, [])
+    theirs.sendall((64 * 1024 * 1024).to_bytes(4, "big"))
+    with pytest.raises(SplitJudgeError):
+        link.request(["getattr", 1, "x"])
+    link, theirs = _lying_link(tmp_path, [])
+    theirs.sendall((10).to_bytes(4, "big") + b"[")
+    theirs.close()
+    with pytest.raises(SplitJudgeError):
+        link.request(["getattr", 1, "x"])
+
+
+def test_a_declared_instance_from_a_truthful_peer_is_accepted(tmp_path: Path) -> None:
+    """The positive control for the lying-peer cases."""
+    link, theirs = _lying_link(tmp_path, [["ok", ["H", 1, "instance", "m", "Declared"]]])
+    proxy = link.request(["getattr", 1, "x"])
+    assert isinstance(proxy, judgeside.RemoteObject) and type(proxy).__name__ == "Declared"
+    theirs.close()
