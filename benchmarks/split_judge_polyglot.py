@@ -1,7 +1,9 @@
 """Every imported polyglot Python task's oracle and null through the verifier, split and in
 process, on this host (as root: the verifier's users are real).
 
-    sudo? no: run as root  .venv/bin/python -m benchmarks.split_judge_polyglot [--hack]
+    nice -n 15 .venv/bin/python -m benchmarks.split_judge_polyglot [--hack] [--only TASK ...]
+
+Run it as root: the verifier switches to its real users (`nobody` and the judge's).
 
 For each task: the oracle workspace (the task's workspace with `scripts/oracle.json`'s
 write applied) and the null workspace (the stub as shipped) are verified twice, with
