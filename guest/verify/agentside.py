@@ -40,7 +40,7 @@ from guest.verify.wire import (
     send,
 )
 
-CONNECT_SECONDS = 60.0
+CONNECT_SECONDS = 30.0
 
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "__eq__": operator.eq,
