@@ -437,3 +437,18 @@ def test_a_dispatch_record_belongs_to_a_dispatched_trial_only() -> None:
     assert unexpected in _findings(with_changes(records, dispatch=dispatch))
     dispatched = replace(records.trial, dispatched=True)
     assert unexpected not in _findings(with_changes(records, dispatch=dispatch, trial=dispatched))
+
+
+def test_a_central_directory_offset_one_past_its_place_is_refused_not_a_crash() -> None:
+    """zipfile adds (where the central directory is) - (where the end record says it is)
+    to every entry's header offset, so an end record naming an offset one byte too far
+    gives the first entry a header offset of -1. The audit refuses it as a header
+    mismatch; read there, -1 would be the last byte of the file and a struct.error would
+    escape the audit. Mutation control: `start < 0` as `start < -1` crashes this test."""
+    data = bytearray(bundle_bytes(accepted_model_trial()))
+    end = data.rfind(b"PK\x05\x06")
+    (offset,) = struct.unpack_from("<I", data, end + 16)
+    struct.pack_into("<I", data, end + 16, offset + 1)
+    result = audit_bytes(bytes(data))
+    assert not result.valid
+    assert "local_header_mismatch" in {finding.category for finding in result.findings}
