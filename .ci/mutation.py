@@ -76,6 +76,9 @@ SCOPES: dict[str, Scope] = {
             "receipts/audit/findings.py",
             "receipts/audit/schemas.py",
             "receipts/cleanupset.py",
+            # The audit's own vocabulary and claim checks (merged with seams, issue 18).
+            "receipts/claim.py",
+            "receipts/vocabulary.py",
         ),
         (
             "tests/receipts/test_audit_tamper.py",
@@ -87,6 +90,8 @@ SCOPES: dict[str, Scope] = {
             "tests/receipts/test_audit_mutants.py",
             "tests/receipts/test_schema_docs.py",
             "tests/receipts/test_audit_fuzz.py",
+            "tests/receipts/test_claim.py",
+            "tests/receipts/test_vocabulary.py",
         ),
     ),
     "guest/gate": Scope(
@@ -94,34 +99,29 @@ SCOPES: dict[str, Scope] = {
         ("tests/guest/gate",),
     ),
     "harness/source": Scope(("harness/source.py",), ("tests/harness/test_source.py",)),
-    "receipts/core": Scope(
-        (
-            "receipts/bundle.py",
-            "receipts/canonical.py",
-            "receipts/strictjson.py",
-            "receipts/staging.py",
-            "receipts/pintable.py",
-            "receipts/treedigest.py",
-            "receipts/recordset.py",
-            "receipts/log.py",
-            "receipts/failure.py",
-        ),
-        ("tests/receipts",),
-    ),
-    "guest/tools": Scope(
-        ("guest/tools/jail.py", "guest/tools/confine.py"),
+    # Split in two so each mutant runs only the tests of its own module (the jail is
+    # used by every file tool, confine only by run_tests): half the time per survivor.
+    "guest/tools/jail": Scope(
+        ("guest/tools/jail.py",),
         (
             "tests/guest/tools/test_jail.py",
+            "tests/guest/tools/test_write.py",
             "tests/guest/tools/test_read.py",
-            "tests/guest/tools/test_sandbox.py",
+            "tests/guest/tools/test_listing.py",
+        ),
+    ),
+    "guest/tools/confine": Scope(
+        ("guest/tools/confine.py",),
+        (
             "tests/guest/tools/test_run_tests.py",
+            "tests/guest/tools/test_confine_run_as.py",
+            "tests/guest/tools/test_sandbox.py",
         ),
     ),
     "harness/dispatch": Scope(
         ("harness/dispatch.py",),
         ("tests/harness/test_dispatch.py", "tests/harness/test_dispatch_flow.py"),
     ),
-    "host/vm/budgets": Scope(("host/vm/budgets.py",), ("tests/host/vm/test_budgets.py",)),
     "host/model": Scope(
         ("host/model/pins.py", "host/model/verify_gguf.py", "host/model/cache.py"),
         (
@@ -136,6 +136,27 @@ SCOPES: dict[str, Scope] = {
         ("guest/worker/app.py", "guest/worker/memory.py", "guest/worker/guard.py"),
         ("tests/guest/worker",),
     ),
+    "receipts/core": Scope(
+        (
+            "receipts/bundle.py",
+            "receipts/canonical.py",
+            "receipts/strictjson.py",
+            "receipts/staging.py",
+            "receipts/pintable.py",
+            "receipts/treedigest.py",
+            "receipts/recordset.py",
+            "receipts/log.py",
+            "receipts/failure.py",
+        ),
+        ("tests/receipts",),
+    ),
+    "receipts/records": Scope(
+        tuple(
+            f"receipts/records/{path.name}"
+            for path in sorted((REPO / "receipts" / "records").glob("*.py"))
+        ),
+        ("tests/receipts",),
+    ),
     "host/cgroups": Scope(
         tuple(
             f"host/cgroups/{name}.py"
@@ -144,12 +165,10 @@ SCOPES: dict[str, Scope] = {
         ),
         ("tests/host/cgroups",),
     ),
-    "receipts/records": Scope(
-        tuple(
-            f"receipts/records/{path.name}"
-            for path in sorted((REPO / "receipts" / "records").glob("*.py"))
-        ),
-        ("tests/receipts",),
+    "host/vm/budgets": Scope(("host/vm/budgets.py",), ("tests/host/vm/test_budgets.py",)),
+    "receipts/audit/suite": Scope(
+        ("receipts/audit/suite.py",),
+        ("tests/receipts/test_suite_receipt.py",),
     ),
 }
 
