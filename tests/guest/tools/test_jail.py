@@ -8,9 +8,11 @@ window a check-then-use implementation would lose.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +79,7 @@ def test_nul_byte_refused() -> None:
     [
         ("\n", "control_character"),  # C0
         ("\x1b", "control_character"),  # ESC: terminal escapes
+        ("\x1f", "control_character"),  # last C0
         ("\x7f", "control_character"),  # DEL
         ("\x80", "control_character"),  # first C1
         ("\x85", "control_character"),  # U+0085 NEXT LINE
@@ -98,6 +101,12 @@ def test_names_that_print_as_something_else_refused(char: str, category: str) ->
 
 @pytest.mark.parametrize("char", ["\xa0", "\u00e9", "\u200b", "\u4e2d", "\U0001f600"])
 def test_ordinary_non_ascii_names_accepted(char: str) -> None:
+    assert parse_relative(f"a{char}b").parts == (f"a{char}b",)
+
+
+@pytest.mark.parametrize("char", [" ", "~"])
+def test_printable_ascii_at_the_control_ranges_edges_accepted(char: str) -> None:
+    """U+0020 follows the last C0 control and U+007E precedes DEL: both are names."""
     assert parse_relative(f"a{char}b").parts == (f"a{char}b",)
 
 
@@ -409,3 +418,170 @@ def test_write_keeps_permission_bits(jail: Jail, ws: Path) -> None:
     script.chmod(0o750)
     jail.write_file(parse_relative("run.sh"), b"#!/bin/sh\nexit 0\n", create_parents=False)
     assert script.stat().st_mode & 0o777 == 0o750
+
+
+def test_write_keeps_every_permission_bit_and_drops_setuid(jail: Jail, ws: Path) -> None:
+    """All nine permission bits are kept (other-execute included); set-uid, set-gid and
+    sticky are not: a file the agent rewrote never keeps a privilege bit."""
+    script = ws / "tool"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o6757)
+    jail.write_file(parse_relative("tool"), b"#!/bin/sh\nexit 0\n", create_parents=False)
+    assert script.stat().st_mode & 0o7777 == 0o757
+
+
+def test_depth_bound_is_exact() -> None:
+    """MAX_DEPTH (64) components are a path; one more is refused."""
+    assert len(parse_relative("a/" * 64).parts) == 64
+    assert refusal_of(lambda: parse_relative("a/" * 65)) == "path_too_long"
+
+
+UNPRIVILEGED_PROBE = (
+    "import sys\n"
+    "from guest.tools.jail import Jail, JailError, parse_relative\n"
+    "with Jail(sys.argv[1]) as j:\n"
+    "    for action in ('read', 'write', 'mkdir'):\n"
+    "        try:\n"
+    "            if action == 'read':\n"
+    "                with j.regular_file(parse_relative('listable/f.txt')):\n"
+    "                    print('opened')\n"
+    "            elif action == 'write':\n"
+    "                j.write_file(parse_relative('readonly/f.txt'), b'x', create_parents=False)\n"
+    "                print('written')\n"
+    "            else:\n"
+    "                new = parse_relative('readonly/new/f.txt')\n"
+    "                j.write_file(new, b'x', create_parents=True)\n"
+    "                print('written')\n"
+    "        except JailError as e:\n"
+    "            print(e.category)\n"
+)
+
+
+def test_permission_errors_are_refusals_not_crashes() -> None:
+    """A tool that does not run as root meets directories it may list but not search
+    (`lstat` fails with EACCES) and directories it cannot create a file in (the write's
+    temporary file fails, and so does a parent directory it would create): each is the
+    closed refusal `os_denied`, never an OSError
+    escaping the tool. As root the probe runs as `nobody`, since root passes both."""
+    base = Path(tempfile.mkdtemp(prefix="jail-"))
+    try:
+        base.chmod(0o755)
+        listable = base / "listable"
+        listable.mkdir()
+        (listable / "f.txt").write_text("x\n")
+        listable.chmod(0o444)  # r--: openable as a directory, not searchable
+        readonly = base / "readonly"
+        readonly.mkdir()
+        (readonly / "f.txt").write_text("old\n")
+        (readonly / "f.txt").chmod(0o666)
+        readonly.chmod(0o555)  # the file may be written, no file may be created beside it
+        proc = subprocess.run(
+            [sys.executable, "-c", UNPRIVILEGED_PROBE, str(base)],
+            user=65534 if os.geteuid() == 0 else None,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert proc.stdout.split() == ["os_denied"] * 3, proc.stderr
+        assert (readonly / "f.txt").read_text() == "old\n"
+    finally:
+        for directory in (listable, readonly):
+            directory.chmod(0o755)
+        shutil.rmtree(base)
+
+
+def test_the_root_must_be_a_directory(ws: Path) -> None:
+    """The root is opened with O_DIRECTORY: a file given as the workspace is refused at
+    once, not held as a root every later open would fail under."""
+    (ws / "f.txt").write_text("x\n")
+    with pytest.raises(NotADirectoryError):
+        Jail(ws / "f.txt")
+
+
+def test_created_files_and_directories_get_ordinary_modes(
+    jail: Jail, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test command may run as another user than the tools: a new file is 0644 and a
+    new directory 0755 (under a umask of 0), and the temporary file a write goes through
+    is 0600 until its final mode is set, so its partial bytes are never readable by others."""
+    seen: list[int] = []
+    real_fchmod = os.fchmod
+
+    def recording_fchmod(fd: int, mode: int) -> None:
+        seen.append(os.fstat(fd).st_mode & 0o777)
+        real_fchmod(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", recording_fchmod)
+    old = os.umask(0)
+    try:
+        jail.write_file(parse_relative("new/dir/f.txt"), b"x", create_parents=True)
+    finally:
+        os.umask(old)
+    assert seen == [0o600]
+    assert (ws / "new").stat().st_mode & 0o777 == 0o755
+    assert (ws / "new" / "dir").stat().st_mode & 0o777 == 0o755
+    assert (ws / "new" / "dir" / "f.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_entry_kind_names_the_last_component(jail: Jail, ws: Path) -> None:
+    (ws / "a" / "b").mkdir(parents=True)
+    (ws / "a" / "b" / "c.txt").write_text("x\n")
+    os.symlink("c.txt", ws / "a" / "b" / "link")
+    assert jail.entry_kind(parse_relative("a/b/c.txt")) == "file"
+    assert jail.entry_kind(parse_relative("a/b/link")) == "symlink"
+    assert jail.entry_kind(parse_relative("a/b")) == "dir"
+    assert jail.entry_kind(parse_relative("a/b/none")) is None
+    assert jail.entry_kind(parse_relative(".")) == "dir"
+
+
+def test_a_read_never_creates_a_directory(jail: Jail, ws: Path) -> None:
+    """Only a write asks for its parents to be made; a read of a missing path leaves the
+    workspace as it was."""
+    assert refusal_of(lambda: read_text(jail, "missing/deeper/f.txt")) == "not_found"
+    with pytest.raises(JailError), jail.directory(parse_relative("missing2/d")):
+        pass
+    assert sorted(p.name for p in ws.iterdir()) == []
+
+
+def test_a_directory_swapped_in_at_the_target_during_a_write_is_path_changed(
+    jail: Jail, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rename over the target fails when a directory took its place after the checks:
+    the write is refused as `path_changed`, the directory is untouched and no temporary
+    file is left behind."""
+    (ws / "f.txt").write_text("old\n")
+    real_fchmod = os.fchmod
+
+    def swapping_fchmod(fd: int, mode: int) -> None:
+        os.unlink(ws / "f.txt")
+        (ws / "f.txt").mkdir()
+        (ws / "f.txt" / "keep").write_text("k\n")
+        real_fchmod(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", swapping_fchmod)
+    path = parse_relative("f.txt")
+    assert refusal_of(lambda: jail.write_file(path, b"new\n", create_parents=False)) == (
+        "path_changed"
+    )
+    assert sorted(p.name for p in ws.iterdir()) == ["f.txt"]
+    assert (ws / "f.txt" / "keep").read_text() == "k\n"
+
+
+def test_a_made_parent_swapped_for_a_symlink_is_not_followed(
+    jail: Jail, ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write makes its missing parent, then opens it: a symlink swapped in between is
+    refused (`symlink`), and nothing is written outside."""
+    real_mkdir = os.mkdir
+
+    def swapping_mkdir(name: Any, mode: int = 0o777, *, dir_fd: Any = None) -> None:
+        real_mkdir(name, mode, dir_fd=dir_fd)
+        os.rmdir(name, dir_fd=dir_fd)
+        os.symlink(str(outside), name, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "mkdir", swapping_mkdir)
+    path = parse_relative("made/f.txt")
+    assert refusal_of(lambda: jail.write_file(path, b"x", create_parents=True)) == "symlink"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
