@@ -17,6 +17,7 @@ from harness.dispatch import (
     DispatchRefused,
     admit,
     consume,
+    consumed_entries,
     issue_ticket,
     ledger_dir,
     read_ticket,
@@ -360,3 +361,54 @@ def test_workflow_trial_step_execs_the_harness_so_a_cancel_reaches_it(
     assert lines[1] == f"signal {signal.SIGINT.value}"
     assert (temp / "ticket.json").read_bytes() == ticket_path.read_bytes()
     assert sorted(p.name for p in checkout.iterdir()) == [".venv"]  # nothing in the checkout
+
+
+# --- what the ledger and a ticket are on disk --------------------------------------------
+
+
+def test_the_ledger_is_private_and_a_ticket_is_readable(ticket_path: Path, tmp_path: Path) -> None:
+    """Deleting a ledger entry makes its ticket usable again, so the ledger directory is
+    the owner's alone (0700) and so is each entry (0600); a ticket is handed to a CI
+    runner that may be another user, so it is 0644. Checked under a umask of 0, so the
+    modes are the ones the code asks for."""
+    old = os.umask(0)
+    try:
+        written = tmp_path / "fresh-ticket.json"
+        write_ticket(issue_ticket("tiny", "t", _source()), written)
+        ledger = tmp_path / "state" / "ledger"
+        consume(read_ticket(ticket_path), ledger)
+    finally:
+        os.umask(old)
+    assert written.stat().st_mode & 0o777 == 0o644
+    assert ledger.stat().st_mode & 0o777 == 0o700
+    (entry,) = ledger.iterdir()
+    assert entry.stat().st_mode & 0o777 == 0o600
+
+
+def test_issued_and_consumed_times_are_wall_clock_milliseconds(
+    ticket_path: Path, tmp_path: Path
+) -> None:
+    """The dispatch record carries both times; a reader compares them with other clocks."""
+    before = int(time.time() * 1000)
+    ticket = issue_ticket("tiny", "t", _source())
+    consumed = consume(ticket, tmp_path / "ledger").consumed_unix_ms
+    after = int(time.time() * 1000)
+    assert before <= ticket.issued_unix_ms <= consumed <= after
+
+
+def test_consumed_entries_lists_every_ticket_and_names_a_damaged_entry(
+    ticket_path: Path, tmp_path: Path
+) -> None:
+    """`dispatch list` shows every consumption; an entry it cannot read still counts as
+    consumed (its time is -1, never dropped), and files that are not entries are skipped."""
+    ledger = tmp_path / "ledger"
+    consumed = consume(read_ticket(ticket_path), ledger)
+    good = read_ticket(ticket_path).digest()
+    damaged = {"a" * 64: b"not canonical json", "b" * 64: b"[1]", "c" * 64: b'{"x":1}'}
+    for name, data in damaged.items():
+        (ledger / name).write_bytes(data)
+    (ledger / ("d" * 63)).write_bytes(b"{}")  # not a ticket digest
+    (ledger / ("e" * 65)).write_bytes(b"{}")
+    assert consumed_entries(ledger) == sorted(
+        [(good, consumed.consumed_unix_ms), *((name, -1) for name in damaged)]
+    )
