@@ -585,3 +585,67 @@ def test_a_made_parent_swapped_for_a_symlink_is_not_followed(
     path = parse_relative("made/f.txt")
     assert refusal_of(lambda: jail.write_file(path, b"x", create_parents=True)) == "symlink"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_a_closed_jail_holds_no_descriptor(ws: Path) -> None:
+    with Jail(ws) as jail:
+        fd = jail.root_fd
+    with pytest.raises(ValueError, match="closed"):
+        _ = jail.root_fd
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    jail.close()  # closing twice is harmless
+
+
+@pytest.mark.parametrize(
+    ("raw", "fits"),
+    [
+        ("/".join(["x" * 255] * 3 + ["x" * 254]) + "/y", True),  # 1,024 bytes
+        ("/".join(["x" * 255] * 3 + ["x" * 254]) + "/yy", False),  # 1,025 bytes
+        ("x" * 255, True),
+        ("\u00e9" * 127 + "x", True),  # 255 bytes in UTF-8
+        ("\u00e9" * 128, False),  # 256 bytes in UTF-8, 128 characters
+    ],
+)
+def test_length_bounds_are_exact_and_in_bytes(raw: str, fits: bool) -> None:
+    """A path is at most 1,024 bytes and a component 255 (Linux's NAME_MAX), counted in
+    UTF-8 bytes, not characters."""
+    assert len(raw.encode()) in (255, 256, 1024, 1025)
+    if fits:
+        assert parse_relative(raw).text == raw
+    else:
+        assert refusal_of(lambda: parse_relative(raw)) == "path_too_long"
+
+
+def test_opening_a_directory_never_creates_it_unless_asked(jail: Jail, ws: Path) -> None:
+    """The listing walk opens directories it has just listed; one removed in between is
+    `not_found`, not made again."""
+    assert refusal_of(lambda: jail.open_dir_at(jail.root_fd, "gone")) == "not_found"
+    assert not (ws / "gone").exists()
+
+
+def test_without_procfs_the_device_number_still_refuses_a_mount(ws: Path) -> None:
+    """If /proc cannot be read the mount id is unknown, and the jail falls back to device
+    numbers: a tmpfs inside the workspace is still `cross_device`. Runs in a private mount
+    namespace with an empty tmpfs over /proc."""
+    (ws / "mnt").mkdir()
+    probe = (
+        "import sys\n"
+        "from guest.tools.jail import Jail, JailError, parse_relative\n"
+        "with Jail(sys.argv[1]) as j:\n"
+        "    try:\n"
+        "        with j.directory(parse_relative('mnt')):\n"
+        "            print('opened')\n"
+        "    except JailError as e:\n"
+        "        print(e.category)\n"
+    )
+    script = 'mount -t tmpfs none "$1/mnt" && mount -t tmpfs none /proc && exec "$2" -c "$3" "$1"'
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", str(ws), sys.executable, probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.stdout.strip() == "cross_device", proc.stderr
