@@ -649,3 +649,58 @@ def test_without_procfs_the_device_number_still_refuses_a_mount(ws: Path) -> Non
         check=False,
     )
     assert proc.stdout.strip() == "cross_device", proc.stderr
+
+
+def test_a_parent_made_by_someone_else_meanwhile_is_used(
+    jail: Jail, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writes making the same parent race: the loser's mkdir finds it made
+    (FileExistsError) and opens it; the write succeeds."""
+    real_mkdir = os.mkdir
+
+    def raced_mkdir(name: Any, mode: int = 0o777, *, dir_fd: Any = None) -> None:
+        real_mkdir(name, mode, dir_fd=dir_fd)  # the other writer wins
+        real_mkdir(name, mode, dir_fd=dir_fd)  # raises FileExistsError
+
+    monkeypatch.setattr(os, "mkdir", raced_mkdir)
+    assert jail.write_file(parse_relative("p/f.txt"), b"x", create_parents=True)
+    assert (ws / "p" / "f.txt").read_bytes() == b"x"
+
+
+def test_reading_nested_files_leaves_no_descriptor_open(jail: Jail, ws: Path) -> None:
+    (ws / "a" / "b" / "c").mkdir(parents=True)
+    (ws / "a" / "b" / "c" / "f.txt").write_text("x\n")
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        assert read_text(jail, "a/b/c/f.txt") == "x\n"
+        assert refusal_of(lambda: read_text(jail, "a/b/c/missing")) == "not_found"
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_read_only_filesystem_is_an_os_error(ws: Path) -> None:
+    """An error that is neither a permission nor a name length (EROFS here) is the
+    catch-all refusal `os_error`. The workspace is a tmpfs made read-only, in a private
+    mount namespace."""
+    probe = (
+        "import sys\n"
+        "from guest.tools.jail import Jail, JailError, parse_relative\n"
+        "with Jail(sys.argv[1]) as j:\n"
+        "    try:\n"
+        "        j.write_file(parse_relative('f.txt'), b'x', create_parents=False)\n"
+        "        print('written')\n"
+        "    except JailError as e:\n"
+        "        print(e.category)\n"
+    )
+    script = (
+        'mount -t tmpfs none "$1" && echo old > "$1/f.txt" && mount -o remount,ro "$1" && '
+        'exec "$2" -c "$3" "$1"'
+    )
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", str(ws), sys.executable, probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.stdout.strip() == "os_error", proc.stderr
