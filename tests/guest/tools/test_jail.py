@@ -704,3 +704,46 @@ def test_a_read_only_filesystem_is_an_os_error(ws: Path) -> None:
         check=False,
     )
     assert proc.stdout.strip() == "os_error", proc.stderr
+
+
+def test_a_planted_temporary_name_is_never_followed(
+    jail: Jail, ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary file's name is random; even if it were guessed and a symlink planted
+    there, the exclusive create refuses it and nothing outside is written."""
+    monkeypatch.setattr("guest.tools.jail.secrets.token_hex", lambda _n: "0" * 16)
+    os.symlink(outside / "secret.txt", ws / f".f.txt.tmp-{'0' * 16}")
+    path = parse_relative("f.txt")
+    assert refusal_of(lambda: jail.write_file(path, b"pwned\n", create_parents=False)) == (
+        "os_error"
+    )
+    assert (outside / "secret.txt").read_text() == SECRET
+
+
+def test_a_failed_write_leaves_no_temporary_file(ws: Path) -> None:
+    """A write that runs out of space (ENOSPC on a 4 KiB tmpfs, in a private mount
+    namespace) is `os_error`, the old file is intact and the temporary file is removed."""
+    probe = (
+        "import os, sys\n"
+        "from guest.tools.jail import Jail, JailError, parse_relative\n"
+        "with Jail(sys.argv[1]) as j:\n"
+        "    try:\n"
+        "        j.write_file(parse_relative('f.txt'), b'x' * (1 << 20), create_parents=False)\n"
+        "        print('written')\n"
+        "    except JailError as e:\n"
+        "        print(e.category)\n"
+        "print(' '.join(sorted(os.listdir(sys.argv[1]))))\n"
+        "print(open(os.path.join(sys.argv[1], 'f.txt')).read().strip())\n"
+    )
+    script = (
+        'mount -t tmpfs -o size=16k none "$1" && echo old > "$1/f.txt" && exec "$2" -c "$3" "$1"'
+    )
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", str(ws), sys.executable, probe],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.stdout.splitlines() == ["os_error", "f.txt", "old"], proc.stderr
