@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -412,3 +413,39 @@ def test_consumed_entries_lists_every_ticket_and_names_a_damaged_entry(
     assert consumed_entries(ledger) == sorted(
         [(good, consumed.consumed_unix_ms), *((name, -1) for name in damaged)]
     )
+
+
+def test_one_ledger_holds_many_tickets(tmp_path: Path) -> None:
+    """The ledger directory is made once and then reused: a second, different ticket is
+    consumed into it, not mistaken for a replay."""
+    ledger = tmp_path / "ledger"
+    for task in ("first", "second"):
+        path = tmp_path / f"{task}.json"
+        write_ticket(issue_ticket("tiny", task, _source()), path)
+        assert admit(path, "tiny", task, _source(), ledger).category == "ok"
+    assert len(list(ledger.iterdir())) == 2
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_the_admission_duration_is_measured_in_milliseconds(
+    tmp_path: Path, *, refused: bool
+) -> None:
+    """The dispatch record's duration covers reading the ticket: here it arrives through a
+    FIFO 300 ms late, so the admission (ok or refused) takes at least 300 ms and no more
+    than the wall time around it."""
+    ticket = issue_ticket("tiny", "t", _source())
+    fifo = tmp_path / "ticket.fifo"
+    os.mkfifo(fifo)
+
+    def late_writer() -> None:
+        time.sleep(0.3)
+        fifo.write_bytes(ticket.canonical_bytes())
+
+    writer = threading.Thread(target=late_writer)
+    started = time.monotonic()
+    writer.start()
+    record = admit(fifo, "tiny", "other-task" if refused else "t", _source(), tmp_path / "l")
+    wall_ms = (time.monotonic() - started) * 1000
+    writer.join()
+    assert record.category == ("task_mismatch" if refused else "ok")
+    assert 300 <= record.duration_ms <= wall_ms
