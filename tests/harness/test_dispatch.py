@@ -450,3 +450,18 @@ def test_the_admission_duration_is_measured_in_milliseconds(
     writer.join()
     assert record.category == ("task_mismatch" if refused else "ok")
     assert 300 <= record.duration_ms <= wall_ms
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"kind": "installed"},  # an installed harness names a commit but is no checkout
+        {"commit": None},
+        {"tree": None},
+    ],
+)
+def test_only_a_git_checkout_with_commit_and_tree_can_issue(changes: dict[str, object]) -> None:
+    source = _source().model_copy(update=changes)
+    with pytest.raises(DispatchRefused) as info:
+        issue_ticket("tiny", "t", source)
+    assert info.value.category == "malformed"
