@@ -408,11 +408,12 @@ def test_consumed_entries_lists_every_ticket_and_names_a_damaged_entry(
     damaged = {"a" * 64: b"not canonical json", "b" * 64: b"[1]", "c" * 64: b'{"x":1}'}
     for name, data in damaged.items():
         (ledger / name).write_bytes(data)
+    (ledger / ("f" * 64)).mkdir()  # an entry that cannot be read at all
     # Not ticket digests; the first sorts before every entry, so the walk must go on.
     (ledger / ("0" * 63)).write_bytes(b"{}")
     (ledger / ("e" * 65)).write_bytes(b"{}")
     assert consumed_entries(ledger) == sorted(
-        [(good, consumed.consumed_unix_ms), *((name, -1) for name in damaged)]
+        [(good, consumed.consumed_unix_ms), ("f" * 64, -1), *((name, -1) for name in damaged)]
     )
 
 
