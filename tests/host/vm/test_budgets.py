@@ -17,6 +17,7 @@ from host.cgroups import Cgroup
 from host.cgroups.mounts import CgroupMount
 from host.vm.budgets import (
     BudgetUnread,
+    _where,
     cgroup_dirs,
     memory_limit_of,
     memory_record_readings,
@@ -174,3 +175,25 @@ def test_libvirt_vm_refuses_a_qemu_without_our_filter(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_unified_path_comes_only_from_the_unified_line() -> None:
+    """The v2 path is the one on the `0::` line, wherever that line is; a v1 line never
+    names it."""
+    dirs = cgroup_dirs("0::/mine\n4:memory:/elsewhere\n", V1)
+    assert dirs["unified"] == (Path("/c/unified/mine"), Path("/c/unified"))
+    assert dirs["memory"] == (Path("/c/memory/elsewhere"), Path("/c/memory"))
+
+
+def test_a_v1_controller_without_its_file_falls_back_to_unified(tmp_path: Path) -> None:
+    """Where a controller's v1 directory lacks the limit file (the controller is bound to
+    v2), the unified hierarchy holds it; with neither, the budget is unread."""
+    v1_dir, unified = tmp_path / "v1", tmp_path / "unified"
+    v1_dir.mkdir()
+    unified.mkdir()
+    dirs = {"memory": (v1_dir, tmp_path), "unified": (unified, tmp_path)}
+    assert _where(dirs, "memory", "memory.limit_in_bytes") == (unified, tmp_path, False)
+    (v1_dir / "memory.limit_in_bytes").write_text("1\n")
+    assert _where(dirs, "memory", "memory.limit_in_bytes") == (v1_dir, tmp_path, True)
+    with pytest.raises(BudgetUnread):
+        _where({"cpu": (v1_dir, tmp_path)}, "cpu", "cpu.cfs_quota_us")
