@@ -179,9 +179,9 @@ def test_libvirt_vm_refuses_a_qemu_without_our_filter(tmp_path: Path) -> None:
 
 def test_the_unified_path_comes_only_from_the_unified_line() -> None:
     """The v2 path is the one on the `0::` line, wherever that line is; a v1 line never
-    names it."""
-    dirs = cgroup_dirs("0::/mine\n4:memory:/elsewhere\n", V1)
-    assert dirs["unified"] == (Path("/c/unified/mine"), Path("/c/unified"))
+    names it. A path may hold a colon: only the first two separate fields."""
+    dirs = cgroup_dirs("0::/mine:with-colon\n4:memory:/elsewhere\n", V1)
+    assert dirs["unified"] == (Path("/c/unified/mine:with-colon"), Path("/c/unified"))
     assert dirs["memory"] == (Path("/c/memory/elsewhere"), Path("/c/memory"))
 
 
