@@ -17,6 +17,7 @@ from host.cgroups import Cgroup
 from host.cgroups.mounts import CgroupMount
 from host.vm.budgets import (
     BudgetUnread,
+    _dirs_of,
     _where,
     cgroup_dirs,
     memory_limit_of,
@@ -197,3 +198,76 @@ def test_a_v1_controller_without_its_file_falls_back_to_unified(tmp_path: Path) 
     assert _where(dirs, "memory", "memory.limit_in_bytes") == (v1_dir, tmp_path, True)
     with pytest.raises(BudgetUnread):
         _where({"cpu": (v1_dir, tmp_path)}, "cpu", "cpu.cfs_quota_us")
+
+
+_LIMIT_PROBE = r"""
+import os, subprocess, sys
+from host.vm import budgets
+pid = os.getpid()
+dirs = budgets._dirs_of(pid)
+def hide(key):
+    # An empty tmpfs over that hierarchy's mount: its limit files are ours to write.
+    directory, root = dirs[key]
+    subprocess.run(["mount", "-t", "tmpfs", "none", str(root)], check=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+for version, memory, swap in [line.split() for line in sys.stdin.read().splitlines()]:
+    if version == "v1":
+        if "memory" not in dirs:
+            continue
+        d = hide("memory")
+        (d / "memory.limit_in_bytes").write_text(memory + "\n")
+        (d / "memory.memsw.limit_in_bytes").write_text(swap + "\n")
+    else:
+        if "unified" not in dirs:
+            continue
+        if "memory" in dirs:
+            hide("memory")  # no v1 memory file: the unified hierarchy holds memory
+        d = hide("unified")
+        (d / "memory.max").write_text(memory + "\n")
+        (d / "memory.swap.max").write_text(swap + "\n")
+    answers = []
+    for read in (budgets.memory_limit_of, budgets.swap_limit_of):
+        try:
+            answers.append(str(read(pid)))
+        except budgets.BudgetUnread:
+            answers.append("unread")
+    print(version, memory, swap, *answers)
+"""
+
+MIB = 1 << 20
+UNLIMITED_V1 = str(1 << 62)  # receipts.kernelfacts.CGROUP_UNLIMITED: v1's "no limit"
+LIMIT_CASES = [
+    ("v1", str(MIB), str(3 * MIB), str(MIB), str(2 * MIB)),  # swap is memsw's excess
+    ("v1", UNLIMITED_V1, UNLIMITED_V1, "None", "None"),
+    ("v1", str(MIB), UNLIMITED_V1, str(MIB), "None"),
+    ("v1", "junk", str(MIB), "unread", "unread"),
+    ("v1", str(MIB), "junk", str(MIB), "unread"),
+    ("v2", str(MIB), str(2 * MIB), str(MIB), str(2 * MIB)),  # swap is its own limit
+    ("v2", "max", "max", "None", "None"),
+    ("v2", str(MIB), "max", str(MIB), "None"),
+    ("v2", "junk", "junk", "unread", "unread"),
+]
+
+
+def test_memory_and_swap_limits_are_read_where_the_process_is() -> None:
+    """memory_limit_of and swap_limit_of read this process's own cgroup; here each
+    hierarchy's mount is covered by an empty tmpfs (in a private user and mount
+    namespace: nothing on the host changes) holding the limit files of each case. Every
+    cgroup version this host mounts is checked."""
+    present = _dirs_of(os.getpid())
+    versions = {"v1"} if "memory" in present else set()
+    versions |= {"v2"} if "unified" in present else set()
+    assert versions
+    for case in LIMIT_CASES:  # each in its own namespace: no case sees another's files
+        proc = subprocess.run(
+            ["unshare", "-rm", sys.executable, "-c", _LIMIT_PROBE],
+            input=" ".join(case[:3]) + "\n",
+            cwd=Path(__file__).resolve().parents[3],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == (list(case) if case[0] in versions else []), case
