@@ -4,6 +4,7 @@ QEMU's `emulator` cgroup). Fake trees here; the conformance suite reads live QEM
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from host.cgroups import Cgroup
 from host.cgroups.mounts import CgroupMount
 from host.vm.budgets import (
     BudgetUnread,
+    _ancestry,
     _dirs_of,
     _where,
     cgroup_dirs,
@@ -271,3 +273,27 @@ def test_memory_and_swap_limits_are_read_where_the_process_is() -> None:
         )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.split() == (list(case) if case[0] in versions else []), case
+
+
+def test_a_directory_outside_the_hierarchy_is_read_alone(tmp_path: Path) -> None:
+    """A cgroup directory not under the mount root (a stale or moved path) is read by
+    itself: the walk never climbs above the hierarchy."""
+    inside = tmp_path / "x" / "y"
+    walked = list(itertools.islice(_ancestry(inside, tmp_path / "other"), 10))
+    assert walked == [inside]
+    assert list(_ancestry(inside, tmp_path)) == [inside, inside.parent, tmp_path]
+
+
+@pytest.mark.parametrize("v1", [True, False], ids=["v1", "v2"])
+def test_a_zero_cpu_period_is_unread_and_a_period_of_one_is_read(tmp_path: Path, v1: bool) -> None:
+    def write(quota: str, period: str) -> None:
+        if v1:
+            _tree(tmp_path, {"cpu.cfs_quota_us": quota, "cpu.cfs_period_us": period})
+        else:
+            _tree(tmp_path, {"cpu.max": f"{quota} {period}"})
+
+    write("5", "0")
+    with pytest.raises(BudgetUnread):
+        tightest_cpu_millicores(tmp_path, tmp_path, v1)
+    write("5", "1")
+    assert tightest_cpu_millicores(tmp_path, tmp_path, v1) == 5000
