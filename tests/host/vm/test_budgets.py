@@ -219,7 +219,8 @@ for version, memory, swap in [line.split() for line in sys.stdin.read().splitlin
             continue
         d = hide("memory")
         (d / "memory.limit_in_bytes").write_text(memory + "\n")
-        (d / "memory.memsw.limit_in_bytes").write_text(swap + "\n")
+        if swap != "-":  # "-": no file (v1 without swap accounting)
+            (d / "memory.memsw.limit_in_bytes").write_text(swap + "\n")
     else:
         if "unified" not in dirs:
             continue
@@ -227,7 +228,8 @@ for version, memory, swap in [line.split() for line in sys.stdin.read().splitlin
             hide("memory")  # no v1 memory file: the unified hierarchy holds memory
         d = hide("unified")
         (d / "memory.max").write_text(memory + "\n")
-        (d / "memory.swap.max").write_text(swap + "\n")
+        if swap != "-":
+            (d / "memory.swap.max").write_text(swap + "\n")
     answers = []
     for read in (budgets.memory_limit_of, budgets.swap_limit_of):
         try:
@@ -245,10 +247,12 @@ LIMIT_CASES = [
     ("v1", str(MIB), UNLIMITED_V1, str(MIB), "None"),
     ("v1", "junk", str(MIB), "unread", "unread"),
     ("v1", str(MIB), "junk", str(MIB), "unread"),
+    ("v1", str(MIB), "-", str(MIB), "unread"),
     ("v2", str(MIB), str(2 * MIB), str(MIB), str(2 * MIB)),  # swap is its own limit
     ("v2", "max", "max", "None", "None"),
     ("v2", str(MIB), "max", str(MIB), "None"),
     ("v2", "junk", "junk", "unread", "unread"),
+    ("v2", str(MIB), "-", str(MIB), "unread"),
 ]
 
 
