@@ -92,3 +92,18 @@ def test_may_claim_is_before_the_void_stage() -> None:
     assert may_claim("verification", None)
     assert may_claim("worker", "agent") and not may_claim("agent", "agent")
     assert not may_claim("verification", "agent")
+
+
+def test_a_crash_in_the_stage_that_recorded_a_failure_is_the_claim(tmp_path: Path) -> None:
+    """A recorded failure only outranks a crash that comes after it: a defect of ours in
+    the very stage whose record says it failed is named as that stage's internal error
+    (the record may be the defect's doing)."""
+    base = accepted_model_trial()
+    assert base.worker is not None
+    collected = _collected(worker=replace(base.worker, category="worker_exited"))
+    assert crash_stage(collected, "worker") == "worker"
+    records = claim(collected, crashed_in="worker")
+    assert records.trial is not None
+    assert records.trial.internal_error_stage == "worker"
+    assert records.trial.verdict == "failed_internal"
+    assert _valid(records, tmp_path)
