@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from receipts.audit import audit_bytes
-from receipts.audit.suite import audit_suite_and_read, audit_suite_bytes
+from receipts.audit.suite import audit_suite_and_read, audit_suite_bytes, is_suite_receipt
 from receipts.bundle import bundle_bytes, zip_bytes
 from receipts.canonical import canonical
 from receipts.records import FacetComparison
@@ -296,3 +296,23 @@ def test_the_container_must_be_the_writers(parts) -> None:  # type: ignore[no-un
     assert categories(zip_bytes({f"members/{k}.zip": v for k, v in blobs.items()})) == [
         "suite_record_missing"
     ]
+
+
+def test_a_member_at_the_edges_of_the_window_is_inside(parts) -> None:  # type: ignore[no-untyped-def]
+    """The window is closed: members that started when the suite started and ended when
+    it ended ran inside it; one millisecond less on either side and they did not."""
+    record, blobs = parts
+    exact = record.model_copy(update={"started_unix_ms": STARTED, "ended_unix_ms": ENDED})
+    assert audit_suite_bytes(suite_zip(exact, blobs)).valid
+    for update in ({"started_unix_ms": STARTED + 1}, {"ended_unix_ms": ENDED - 1}):
+        short = exact.model_copy(update=update)
+        assert set(categories(suite_zip(short, blobs))) == {"member_outside_suite"}, update
+
+
+def test_not_a_zip_is_no_suite(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = audit_suite_bytes(b"not a zip at all")
+    assert (result.valid, result.members, result.members_with_receipt) == (False, 0, 0)
+    assert [f.category for f in result.findings] == ["zip_malformed"]
+    path = tmp_path / "x.zip"
+    path.write_bytes(b"not a zip at all")
+    assert not is_suite_receipt(path)
