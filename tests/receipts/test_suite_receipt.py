@@ -316,3 +316,22 @@ def test_not_a_zip_is_no_suite(tmp_path) -> None:  # type: ignore[no-untyped-def
     path = tmp_path / "x.zip"
     path.write_bytes(b"not a zip at all")
     assert not is_suite_receipt(path)
+
+
+def test_every_member_is_checked_after_one_fails(parts) -> None:  # type: ignore[no-untyped-def]
+    """A finding for one member does not stop the audit: each member's own finding is
+    named, so a reader sees every member whose evidence is bad."""
+    record, blobs = parts
+
+    def named(data: bytes) -> list[tuple[str, str | None]]:
+        return [(f.category, f.member_id) for f in audit_suite_bytes(data).findings]
+
+    swapped = {"0000": blobs["0001"], "0001": blobs["0000"]}
+    assert named(suite_zip_raw(record, swapped)) == [
+        ("member_digest_mismatch", "0000"),
+        ("member_digest_mismatch", "0001"),
+    ]
+    assert named(suite_zip_raw(record, {})) == [
+        ("member_receipt_missing", "0000"),
+        ("member_receipt_missing", "0001"),
+    ]
