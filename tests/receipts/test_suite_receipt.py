@@ -242,6 +242,8 @@ def test_a_member_dropped_or_added(parts) -> None:  # type: ignore[no-untyped-de
     assert categories(suite_zip_raw(record, {"0000": blobs["0000"]})) == ["member_receipt_missing"]
     extra = {**blobs, "0002": receipt(TRIALS[2], "accepted")}
     assert categories(suite_zip_raw(record, extra)) == ["member_receipt_unexpected"]
+    (finding,) = audit_suite_bytes(suite_zip_raw(record, extra)).findings
+    assert finding.member_id == "0002"  # the finding names the member it is about
 
 
 def test_a_failing_member_turned_into_a_missing_one(parts) -> None:  # type: ignore[no-untyped-def]
