@@ -337,3 +337,24 @@ def test_every_member_is_checked_after_one_fails(parts) -> None:  # type: ignore
         ("member_receipt_missing", "0000"),
         ("member_receipt_missing", "0001"),
     ]
+
+
+def test_every_bad_entry_is_named(parts) -> None:  # type: ignore[no-untyped-def]
+    """Two unknown entries are two findings, and so are two compressed ones: the first
+    does not stop the reading of the container."""
+    record, blobs = parts
+    good = suite_zip(record, blobs)
+    for compress, category in ((zipfile.ZIP_STORED, "unknown_entry"),
+                               (zipfile.ZIP_DEFLATED, "compressed_entry")):  # fmt: skip
+        out = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(out, "w") as dst:
+            names = ("extra-1", "extra-2") if category == "unknown_entry" else ()
+            for name in names:
+                dst.writestr(name, b"x", compress_type=compress)
+            for info in src.infolist():
+                data = src.read(info)
+                if category == "compressed_entry" and info.filename.startswith("members/"):
+                    dst.writestr(info.filename, data, compress_type=compress)
+                else:
+                    dst.writestr(info, data)
+        assert categories(out.getvalue()).count(category) == 2, category
