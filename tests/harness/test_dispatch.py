@@ -433,8 +433,8 @@ def test_the_admission_duration_is_measured_in_milliseconds(
     tmp_path: Path, *, refused: bool
 ) -> None:
     """The dispatch record's duration covers reading the ticket: here it arrives through a
-    FIFO 300 ms late, so the admission (ok or refused) takes at least 300 ms and no more
-    than the wall time around it."""
+    FIFO 300 ms late, so the admission (ok or refused) takes most of those 300 ms and no
+    more than the wall time around it."""
     ticket = issue_ticket("tiny", "t", _source())
     fifo = tmp_path / "ticket.fifo"
     os.mkfifo(fifo)
@@ -450,7 +450,8 @@ def test_the_admission_duration_is_measured_in_milliseconds(
     wall_ms = (time.monotonic() - started) * 1000
     writer.join()
     assert record.category == ("task_mismatch" if refused else "ok")
-    assert 300 <= record.duration_ms <= wall_ms
+    # The writer's 300 ms start a moment before admit's clock: most of them are inside.
+    assert 200 <= record.duration_ms <= wall_ms
 
 
 @pytest.mark.parametrize(
