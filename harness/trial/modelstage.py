@@ -48,7 +48,6 @@ from host.model.pins import (
     check_architecture,
     sha256_file,
     table_digest,
-    verify_source,
 )
 from host.model.synth import synthesize_tiny
 from host.wheelfetch import WheelFetchFailed, download_wheels
@@ -239,18 +238,14 @@ def _prepare_checkpoint(
     locked = source is not None
     if source is None or pins is None:
         source, pins = _synth_source(profile, cache)
+    synth_ms = int((time.monotonic() - started) * 1000)  # 0 for an operator's snapshot
     architectures, model_type = _ARCH[profile.model.architecture]
     expected = ExpectedArchitecture((architectures,), model_type)
-    try:
-        report = verify_source(source, pins, expected)
-    except PinError as exc:
-        raise _pin_error(exc) from None
-    verified = time.monotonic()
     outtype = profile.model.outtype
     assert outtype != "none"
     try:
         result: CacheResult = prepare_model(
-            source, pins, outtype, expected=expected, cache_root=cache / "models", verified=report
+            source, pins, outtype, expected=expected, cache_root=cache / "models"
         )
     except PinError as exc:
         raise _pin_error(exc) from None
@@ -262,16 +257,16 @@ def _prepare_checkpoint(
         raise ModelStageError(VERIFY_CATEGORY[exc.category], exc.category, exc.subject) from None
     except CacheError:
         raise ModelStageError("cache_corrupt") from None
-    prepared = time.monotonic()
+    times = result.times
+    assert times is not None  # prepare_model always says where its time went
     tensors, file_type = _tensor_counts(result.gguf_path)
-    built = result.provenance == "built_by_this_run"
     record = ModelRecord.model_validate(
         {
             "schema": "harness.receipt.model/1",
             "category": "ok",
             "source_kind": "hf_snapshot" if locked else "synth",
             "pins_from": "operator_lock" if locked else "profile",
-            "pin_sha256": report.table_digest,
+            "pin_sha256": table_digest(pins),
             "conversion": "converted",
             "converter_version": CONVERTER_VERSION,
             "file_type": file_type,
@@ -280,9 +275,9 @@ def _prepare_checkpoint(
             "gguf_sha256": result.sha256,
             "cache_key": result.key,
             "provenance": result.provenance,
-            "verify_source_ms": int((verified - started) * 1000),
-            "convert_ms": int((prepared - verified) * 1000) if built else 0,
-            "verify_gguf_ms": 0 if built else int((prepared - verified) * 1000),
+            "verify_source_ms": synth_ms + times.verify_source_ms,
+            "convert_ms": times.convert_ms,
+            "verify_gguf_ms": times.verify_gguf_ms,
         }
     )
     return PreparedModel(record, result.gguf_path)

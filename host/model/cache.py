@@ -16,12 +16,23 @@ root is ``~/.cache/harness/models``.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from host.model.categories import CacheError, OutType, Provenance
+from host.model.categories import (
+    CacheError,
+    ConvertError,
+    HeaderError,
+    OutType,
+    PinError,
+    Provenance,
+    VerifyError,
+)
 from host.model.convert import (
     CONVERTER_VERSION,
     GGUF_NAME,
@@ -31,14 +42,39 @@ from host.model.convert import (
 )
 from host.model.diskspace import require_free_space
 from host.model.keys import content_key
-from host.model.pins import ExpectedArchitecture, Pin, PinReport, sha256_file, verify_source
-from host.model.verify_gguf import verify_gguf
+from host.model.pins import (
+    ExpectedArchitecture,
+    Pin,
+    check_tree,
+    sha256_file,
+    table_digest,
+    verify_files,
+)
+from host.model.sourcehash import HashedSource
+from host.model.verify_gguf import InWriteCheck, verify_written
+from host.model.vocab import load_json_object
 from receipts.canonical import canonical
 from receipts.staging import fill_lock, staged_directory
 from receipts.strictjson import StrictJsonError, loads_strict
 
 ENTRY_NAME = "entry.json"
 ENTRY_SCHEMA = "harness.model-cache-entry/1"
+
+
+@dataclass(frozen=True)
+class PrepareTimes:
+    """Where a prepare's time went, in milliseconds (the model record's fields).
+
+    ``verify_source_ms``: the tree and every pinned file that is not a shard, and on
+    adoption the whole source; ``convert_ms``: the one pass (shards read, hashed,
+    converted, checked and written, the GGUF hashed and made durable); ``verify_gguf_ms``:
+    the written header read back and checked, any re-verification after the pass, and
+    on adoption the GGUF's re-hash.
+    """
+
+    verify_source_ms: int
+    convert_ms: int
+    verify_gguf_ms: int
 
 
 @dataclass(frozen=True)
@@ -51,6 +87,7 @@ class CacheResult:
     sha256: str
     size: int
     provenance: Provenance
+    times: PrepareTimes | None = None
 
 
 def default_cache_root() -> Path:
@@ -112,6 +149,10 @@ def adopt(directory: Path, key: str) -> CacheResult:
     return CacheResult(key, directory, gguf_path, digest, size, "adopted_from_cache")
 
 
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
 def prepare_model(
     source: Path,
     pins: Iterable[Pin],
@@ -120,43 +161,114 @@ def prepare_model(
     expected: ExpectedArchitecture | None = None,
     cache_root: Path | None = None,
     progress: Callable[[str], None] | None = None,
-    verified: PinReport | None = None,
 ) -> CacheResult:
-    """Verify the source pins, then adopt the cached GGUF or build, verify and cache it.
+    """Adopt the cached GGUF of these pins, or build it in one pass over the source.
 
-    The source is re-verified against its pins after conversion, so a file that
-    changed while it was being read cannot end up in a cache entry. Free space for
-    the planned GGUF is checked before staging (``insufficient_disk_space``); a write
-    that fails for want of space leaves nothing behind and reaches the caller as
-    ``OSError`` (the model stage names it ``disk_full``).
-
-    *verified* is the report of a ``verify_source`` the caller ran on this source, these
-    pins and this expectation just before (the model stage times it apart): the source is
-    then not hashed a second time before conversion. It is still re-verified after.
+    Adopting: the source is verified against its pins (every file hashed), then the
+    entry's GGUF re-hashed against its record. Building (:func:`_build`): each shard is
+    hashed while it is read for conversion, and the GGUF hashed and checked while it is
+    written. Free space for the planned GGUF is checked before staging
+    (``insufficient_disk_space``); a write that fails for want of space leaves nothing
+    behind and reaches the caller as ``OSError`` (the model stage names it ``disk_full``).
     """
+    started = time.perf_counter()
     pin_list = list(pins)
-    if verified is not None and verified.pins == tuple(sorted(pin_list, key=lambda p: p.name)):
-        report = verified
-    else:
-        report = verify_source(source, pin_list, expected)
-    key = cache_key(report.table_digest, outtype)
+    by_name, files = check_tree(source, pin_list)
+    pin_digest = table_digest(pin_list)
+    key = cache_key(pin_digest, outtype)
     root = cache_root if cache_root is not None else default_cache_root()
     directory = root / key
     root.mkdir(parents=True, exist_ok=True)
     with fill_lock(directory, "a converted model"):
         if directory.is_dir() and any(directory.iterdir()):
-            return adopt(directory, key)
-        plan = plan_conversion(source, outtype)
-        require_free_space(root, planned_size(plan))
-        with staged_directory(directory) as stage:
-            digest, size = write_gguf(plan, stage / GGUF_NAME, progress)
-            verify_gguf(stage / GGUF_NAME, source, outtype, expected_sha256=digest)
-            verify_source(source, pin_list, expected)
-            record = {
-                "schema": ENTRY_SCHEMA,
-                "key": key,
-                "inputs": cache_inputs(report.table_digest, outtype),
-                "gguf": {"name": GGUF_NAME, "sha256": digest, "size": size},
-            }
-            (stage / ENTRY_NAME).write_bytes(canonical(record) + b"\n")
-    return CacheResult(key, directory, directory / GGUF_NAME, digest, size, "built_by_this_run")
+            verify_files(by_name, files, by_name, expected)
+            verified = time.perf_counter()
+            result = adopt(directory, key)
+            times = PrepareTimes(_ms(verified - started), 0, _ms(time.perf_counter() - verified))
+            return dataclasses.replace(result, times=times)
+        return _build(
+            source,
+            by_name,
+            files,
+            outtype=outtype,
+            expected=expected,
+            directory=directory,
+            progress=progress,
+            started=started,
+        )
+
+
+SHARD_SUFFIX = ".safetensors"
+
+
+def _build(
+    source: Path,
+    by_name: dict[str, Pin],
+    files: dict[str, Path],
+    *,
+    outtype: OutType,
+    expected: ExpectedArchitecture | None,
+    directory: Path,
+    progress: Callable[[str], None] | None,
+    started: float,
+) -> CacheResult:
+    """Convert with every shard hashed as it is read, the GGUF checked as it is written.
+
+    Order of the evidence: the small files (config, tokenizer, index, card) are hashed
+    and the architecture checked before planning; each shard is opened once and its
+    header, tensors and any remainder hashed through that file descriptor during the
+    pass; after the pass each shard's digest is compared with its pin, the written
+    header is read back and checked (:func:`verify_written`), and the small files are
+    hashed again (the plan read them by path, so a change in between is caught). A
+    shard whose converted bytes were not all the hashed buffers (tensors out of file
+    order) is hashed again whole. A refusal of the pass (a header, a tensor) on a
+    shard that does not match its pin is reported as the pin refusal.
+    """
+    small = [name for name in by_name if not name.endswith(SHARD_SUFFIX)]
+    verify_files(by_name, files, small, expected)
+    with ExitStack() as stack:
+        sources: dict[Path, HashedSource] = {}
+        for name in sorted(set(by_name) - set(small)):
+            hashed = HashedSource(name, files[name])
+            stack.callback(hashed.close)
+            sources[source / name] = hashed
+        verified = time.perf_counter()
+        try:
+            plan = plan_conversion(source, outtype, sources)
+            require_free_space(directory.parent, planned_size(plan))
+            with staged_directory(directory) as stage:
+                check = InWriteCheck(plan)
+                digest, size = write_gguf(
+                    plan, stage / GGUF_NAME, progress, sources=sources, check=check
+                )
+                _compare_shards(by_name, sources)
+                converted = time.perf_counter()
+                config = load_json_object(source / "config.json")
+                verify_written(stage / GGUF_NAME, config, plan, check)
+                check_tree(source, by_name.values())  # nothing added, nothing resized
+                again = small + [h.name for h in sources.values() if not h.converted_is_hashed]
+                verify_files(by_name, files, again)
+                record = {
+                    "schema": ENTRY_SCHEMA,
+                    "key": directory.name,
+                    "inputs": cache_inputs(table_digest(by_name.values()), outtype),
+                    "gguf": {"name": GGUF_NAME, "sha256": digest, "size": size},
+                }
+                (stage / ENTRY_NAME).write_bytes(canonical(record) + b"\n")
+        except (ConvertError, HeaderError, VerifyError):
+            _compare_shards(by_name, sources)  # a shard that is not the pinned one
+            raise
+    done = time.perf_counter()
+    times = PrepareTimes(_ms(verified - started), _ms(converted - verified), _ms(done - converted))
+    return CacheResult(
+        directory.name, directory, directory / GGUF_NAME, digest, size, "built_by_this_run", times
+    )
+
+
+def _compare_shards(by_name: dict[str, Pin], sources: dict[Path, HashedSource]) -> None:
+    """Finish each shard's hash (whatever the pass did not read) and compare it."""
+    for hashed in sources.values():
+        digest, size = hashed.finish()
+        pin = by_name[hashed.name]
+        if digest != pin.sha256 or size != pin.size:
+            raise PinError("digest_mismatch", hashed.name)

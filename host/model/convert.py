@@ -22,12 +22,12 @@ import io
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gguf
 import numpy as np
@@ -39,14 +39,25 @@ from host.model.categories import ConvertError, HeaderError, OutType
 from host.model.diskspace import is_disk_full, require_free_space
 from host.model.general import GeneralKey, model_card_keys, sampling_keys
 from host.model.progress import current as current_progress
-from host.model.rawcopy import NAN_LIMITS, Scratch, permute_qk, stored_chunks
+from host.model.rawcopy import (
+    NAN_LIMITS,
+    ReadInto,
+    Scratch,
+    path_reader,
+    permute_qk,
+    stored_chunks,
+)
 from host.model.safetensors_header import (
+    DTYPES,
     TensorEntry,
     bf16_bits_to_f32,
     parse_header,
-    read_f32,
-    read_f32_rows,
+    parse_header_from,
+    read_span,
+    row_span,
+    widen,
 )
+from host.model.sourcehash import HashedSource
 from host.model.vocab import (
     SpecialIds,
     Vocab,
@@ -248,7 +259,11 @@ def read_hparams(config: dict[str, Any]) -> HParams:
     )
 
 
-def _parse(path: Path) -> dict[str, TensorEntry]:
+Sources = Mapping[Path, HashedSource]
+"""Shards opened once and hashed as they are read, by the path the plan names them."""
+
+
+def _parse(path: Path, sources: Sources | None = None) -> dict[str, TensorEntry]:
     """A shard's tensors in name order, as llama.cpp's ``SafetensorsLocal`` lists them.
 
     ``gguf-py/gguf/utility.py``, ``SafetensorsLocal.__init__`` (line 333 in the
@@ -257,7 +272,11 @@ def _parse(path: Path) -> dict[str, TensorEntry]:
     writer groups tensors by dtype) is therefore written in name order, not header order.
     """
     try:
-        tensors = parse_header(path).tensors
+        if sources is not None and path in sources:
+            hashed = sources[path]
+            tensors = parse_header_from(hashed.read, hashed.size).tensors
+        else:
+            tensors = parse_header(path).tensors
     except HeaderError as exc:
         raise ConvertError("source_header_invalid", path.name, exc.category) from exc
     except OSError as exc:
@@ -265,7 +284,9 @@ def _parse(path: Path) -> dict[str, TensorEntry]:
     return dict(sorted(tensors.items()))
 
 
-def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
+def load_weight_index(
+    source: Path, sources: Sources | None = None
+) -> dict[str, tuple[Path, TensorEntry]]:
     """Tensor name -> (file, entry) for a single file or a sharded checkpoint.
 
     For shards, the index and the shard headers must agree exactly: a tensor in the
@@ -287,7 +308,7 @@ def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
         shards = sorted(values)
         found: dict[str, tuple[Path, TensorEntry]] = {}
         for shard in shards:
-            for name, entry in _parse(source / shard).items():
+            for name, entry in _parse(source / shard, sources).items():
                 if weight_map.get(name) != shard or name in found:
                     raise ConvertError("weights_index_invalid", name)
                 found[name] = (source / shard, entry)
@@ -296,7 +317,7 @@ def load_weight_index(source: Path) -> dict[str, tuple[Path, TensorEntry]]:
             raise ConvertError("weights_index_invalid", absent[0])
         return found
     single = source / "model.safetensors"
-    return {name: (single, entry) for name, entry in _parse(single).items()}
+    return {name: (single, entry) for name, entry in _parse(single, sources).items()}
 
 
 def expected_source_shapes(hp: HParams) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -379,8 +400,14 @@ def plan_tensors(
     return tuple(plans)
 
 
-def plan_conversion(source: Path, outtype: OutType) -> ConversionPlan:
-    """Read config, tokenizer and headers; decide every byte of metadata."""
+def plan_conversion(
+    source: Path, outtype: OutType, sources: Sources | None = None
+) -> ConversionPlan:
+    """Read config, tokenizer and headers; decide every byte of metadata.
+
+    With *sources*, each shard's header is read through its hashed open file (so the
+    header that decides the plan is part of the bytes compared with the pin).
+    """
     if outtype not in OUTTYPES:
         raise ConvertError("unsupported_outtype")
     try:
@@ -403,7 +430,7 @@ def plan_conversion(source: Path, outtype: OutType) -> ConversionPlan:
         )
         template = chat_template(source, tokenizer["tokenizer_config.json"])
     general = sampling_keys(source) + model_card_keys(source)
-    tensors = plan_tensors(hp, load_weight_index(source), outtype)
+    tensors = plan_tensors(hp, load_weight_index(source, sources), outtype)
     return ConversionPlan(outtype, hp, vocab, special, template, tensors, general)
 
 
@@ -587,25 +614,51 @@ def _pad(sink: HashingFile, alignment: int) -> None:
     sink.write_nowait(b"\0" * (-sink.count % alignment))  # a fresh object: no reuse
 
 
-def row_slices(tensor: TensorPlan, chunk_bytes: int) -> Iterator[npt.NDArray[np.float32]]:
-    """The tensor's float32 values, permuted if needed, in slices of whole rows.
+SpanRead = Callable[[Path, int, int], bytes]
+"""``read(file, offset, nbytes)``: exactly that span of a source file."""
+
+
+class WriteCheck(Protocol):
+    """What is told about every tensor as it is written (host/model/verify_gguf.py's
+    :class:`~host.model.verify_gguf.InWriteCheck` compares it with its own expectation)."""
+
+    def begin(self, tensor: TensorPlan, offset: int) -> None:
+        """*tensor*'s data starts at file *offset* of the GGUF."""
+
+    def chunk(self, source_offset: int, source: ReadableBuffer, written: ReadableBuffer) -> None:
+        """*written* was made from the stored *source* bytes at *source_offset*."""
+
+    def end(self, offset: int) -> None:
+        """The current tensor's data ended at file *offset*."""
+
+
+def row_slices(
+    tensor: TensorPlan, chunk_bytes: int, read: SpanRead = read_span
+) -> Iterator[tuple[int, bytes, npt.NDArray[np.float32]]]:
+    """(source offset, stored bytes, float32 values permuted if needed) in whole rows.
 
     Every output encoding is row-wise (Q8_0 blocks never cross a row), so encoding
     the slices one after another gives the same bytes as encoding the whole tensor.
     Permuted q/k tensors are read whole: the permutation moves rows within a head.
     """
-    if tensor.permute_heads is not None:
-        values = read_f32(tensor.source_file, tensor.entry)
-        yield permute_qk(values, tensor.permute_heads)
-        return
-    if len(tensor.shape) == 1:
-        yield read_f32(tensor.source_file, tensor.entry)
+    entry = tensor.entry
+    dtype = np.dtype(DTYPES[entry.dtype][1])
+    if tensor.permute_heads is not None or len(tensor.shape) == 1:
+        data = read(tensor.source_file, entry.begin, entry.nbytes)
+        values = widen(np.frombuffer(data, dtype=dtype).reshape(entry.shape), entry.dtype)
+        if tensor.permute_heads is not None:
+            values = permute_qk(values, tensor.permute_heads)
+        yield entry.begin, data, values
         return
     rows = tensor.shape[0]
     row_bytes = math.prod(tensor.shape[1:]) * 4
     step = max(1, chunk_bytes // row_bytes)
     for start in range(0, rows, step):
-        yield read_f32_rows(tensor.source_file, tensor.entry, start, min(rows, start + step))
+        stop = min(rows, start + step)
+        offset, nbytes = row_span(entry, start, stop)
+        data = read(tensor.source_file, offset, nbytes)
+        raw = np.frombuffer(data, dtype=dtype).reshape(stop - start, *tensor.shape[1:])
+        yield offset, data, widen(raw, entry.dtype)
 
 
 def _is_passthrough(tensor: TensorPlan) -> bool:
@@ -616,24 +669,29 @@ def _is_passthrough(tensor: TensorPlan) -> bool:
 _STORED_NAME = {Q.F32: "F32", Q.F16: "F16", Q.BF16: "BF16"}
 
 
-def _write_encoded(sink: HashingFile, tensor: TensorPlan, chunk_bytes: int) -> int:
+def _write_encoded(
+    sink: HashingFile, tensor: TensorPlan, chunk_bytes: int, read: SpanRead, check: WriteCheck
+) -> int:
     written = 0
-    for values in row_slices(tensor, chunk_bytes):
+    for offset, raw, values in row_slices(tensor, chunk_bytes, read):
         data = encode(values, tensor.qtype)
+        check.chunk(offset, raw, data.data)
         sink.write(data.data)
         written += data.nbytes
         del values, data
     return written
 
 
-def _write_stored(sink: HashingFile, tensor: TensorPlan, scratch: Scratch) -> int:
+def _write_stored(
+    sink: HashingFile, tensor: TensorPlan, scratch: Scratch, read_into: ReadInto, check: WriteCheck
+) -> int:
     """Copy stored bytes; a 16-bit chunk holding a NaN goes through :func:`encode`."""
     limits = NAN_LIMITS[tensor.entry.dtype]
     row_shape = tensor.shape[1:]
     written = 0
-    for chunk in stored_chunks(tensor.source_file, tensor.entry, scratch, tensor.permute_heads):
+    for chunk in stored_chunks(read_into, tensor.entry, scratch, tensor.permute_heads):
         if limits is not None:
-            bits = np.frombuffer(chunk, dtype="<u2")
+            bits = np.frombuffer(chunk.data, dtype="<u2")
             if scratch.has_nan(bits, *limits):
                 if tensor.entry.dtype == "BF16":
                     values = bf16_bits_to_f32(bits)
@@ -641,12 +699,27 @@ def _write_stored(sink: HashingFile, tensor: TensorPlan, scratch: Scratch) -> in
                     values = bits.view("<f2").astype(np.float32)
                 values = values.reshape(-1, *row_shape)
                 data = encode(values, tensor.qtype)
+                check.chunk(chunk.offset, chunk.source, data.data)
                 scratch.hold(sink.write_nowait(data.data))
                 written += data.nbytes
                 continue
-        scratch.hold(sink.write_nowait(chunk))
-        written += len(chunk)
+        check.chunk(chunk.offset, chunk.source, chunk.data)
+        scratch.hold(sink.write_nowait(chunk.data))
+        written += len(chunk.data)
     return written
+
+
+class _NoCheck:
+    """No check while writing (``harness model verify`` reads the file back instead)."""
+
+    def begin(self, tensor: TensorPlan, offset: int) -> None:
+        """Nothing to note."""
+
+    def chunk(self, source_offset: int, source: ReadableBuffer, written: ReadableBuffer) -> None:
+        """Nothing to compare."""
+
+    def end(self, offset: int) -> None:
+        """Nothing to close."""
 
 
 def write_gguf(
@@ -654,12 +727,20 @@ def write_gguf(
     out_file: Path,
     progress: Callable[[str], None] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
+    *,
+    sources: Mapping[Path, HashedSource] | None = None,
+    check: WriteCheck | None = None,
 ) -> tuple[str, int]:
     """Write the GGUF to *out_file*; return (SHA-256, size) of the bytes written.
 
+    With *sources*, every source byte is read through its shard's
+    :class:`~host.model.sourcehash.HashedSource` (the plan must have been made with the
+    same *sources*), so the shards are hashed by this one pass. *check* is shown every
+    tensor's offset and every chunk's source and written bytes as they are written.
     *progress* is called with each tensor's name after it is written (a CLI shows a
     progress bar with it); an exception raised there aborts the write like any other.
     """
+    checker: WriteCheck = _NoCheck() if check is None else check
     with HashingFile(io.FileIO(out_file, "xb"), WRITEBACK_BYTES) as sink:
         writer = _StreamingWriter(sink, plan.hparams.arch_name)
         add_metadata(writer, plan)
@@ -676,17 +757,27 @@ def write_gguf(
         bar = current_progress()
         bar.begin(f"convert {plan.outtype}", sum(t.nbytes for t in plan.tensors))
         try:
-            for tensor in plan.tensors:
-                _pad(sink, alignment)
-                if _is_passthrough(tensor):
-                    written = _write_stored(sink, tensor, scratch)
-                else:
-                    written = _write_encoded(sink, tensor, chunk_bytes)
-                if written != tensor.nbytes:
-                    raise RuntimeError("encoded size differs from the planned size")
-                bar.advance(written)
-                if progress is not None:
-                    progress(tensor.name)
+            with ExitStack() as readers:
+                for tensor in plan.tensors:
+                    _pad(sink, alignment)
+                    checker.begin(tensor, sink.count)
+                    hashed = None if sources is None else sources[tensor.source_file]
+                    if _is_passthrough(tensor):
+                        read_into: ReadInto = (
+                            readers.enter_context(path_reader(tensor.source_file))
+                            if hashed is None
+                            else hashed.read_into
+                        )
+                        written = _write_stored(sink, tensor, scratch, read_into, checker)
+                    else:
+                        read: SpanRead = read_span if hashed is None else _hashed_span(hashed)
+                        written = _write_encoded(sink, tensor, chunk_bytes, read, checker)
+                    if written != tensor.nbytes:
+                        raise RuntimeError("encoded size differs from the planned size")
+                    checker.end(sink.count)
+                    bar.advance(written)
+                    if progress is not None:
+                        progress(tensor.name)
         finally:
             bar.end()
         _pad(sink, alignment)
@@ -694,6 +785,16 @@ def write_gguf(
         digest = sink.hexdigest()
         os.fsync(sink.fileno())
         return digest, sink.count
+
+
+def _hashed_span(source: HashedSource) -> SpanRead:
+    def read(path: Path, offset: int, nbytes: int) -> bytes:
+        data = source.read(offset, nbytes)
+        if len(data) != nbytes:
+            raise HeaderError("offsets_out_of_range")
+        return data
+
+    return read
 
 
 def convert(

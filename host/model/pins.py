@@ -200,14 +200,10 @@ def check_architecture(config_bytes: bytes, expected: ExpectedArchitecture) -> N
             raise PinError("config_architecture_mismatch")
 
 
-def verify_source(
-    root: Path, table: Iterable[Pin], expected: ExpectedArchitecture | None = None
-) -> PinReport:
-    """Verify *root* against *table*; return the report or raise a PinError.
-
-    ``config.json`` is parsed from the very bytes that were hashed, so the file
-    checked against the expectation is the file that was pinned.
-    """
+def check_tree(root: Path, table: Iterable[Pin]) -> tuple[dict[str, Pin], dict[str, Path]]:
+    """Everything but the digests: the table is valid, *root* holds exactly the files
+    it names (no unlisted file, no ``__pycache__``, no link but HF-cache blob links),
+    each of its pinned size. Returns the pins by name and the path to read for each."""
     by_name = _check_table(table)
     if root.is_symlink():
         raise PinError("symlink")
@@ -226,8 +222,21 @@ def verify_source(
             raise PinError("missing_file", name)
         if files[name].stat().st_size != pin.size:
             raise PinError("size_mismatch", name)
+    return by_name, files
+
+
+def verify_files(
+    by_name: dict[str, Pin],
+    files: dict[str, Path],
+    names: Iterable[str],
+    expected: ExpectedArchitecture | None = None,
+) -> None:
+    """Hash each of *names* and compare it with its pin; with *expected*, check the
+    architecture in ``config.json`` (which must be among *names*) from the very bytes
+    that were hashed."""
     config_bytes: bytes | None = None
-    for name, pin in sorted(by_name.items()):
+    for name in sorted(names):
+        pin = by_name[name]
         if name == "config.json":
             config_bytes = files[name].read_bytes()
             digest, size = hashlib.sha256(config_bytes).hexdigest(), len(config_bytes)
@@ -239,6 +248,18 @@ def verify_source(
         if config_bytes is None:
             raise PinError("config_unreadable")
         check_architecture(config_bytes, expected)
+
+
+def verify_source(
+    root: Path, table: Iterable[Pin], expected: ExpectedArchitecture | None = None
+) -> PinReport:
+    """Verify *root* against *table*; return the report or raise a PinError.
+
+    ``config.json`` is parsed from the very bytes that were hashed, so the file
+    checked against the expectation is the file that was pinned.
+    """
+    by_name, files = check_tree(root, table)
+    verify_files(by_name, files, by_name, expected)
     pins = tuple(by_name[name] for name in sorted(by_name))
     return PinReport(pins, table_digest(pins))
 

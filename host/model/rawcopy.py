@@ -13,10 +13,11 @@ compute (tests check both).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -36,27 +37,28 @@ class Scratch:
     """Two read buffers reused across tensors, so a large copy does not fault in new
     pages, and one can be filled while the other is still being hashed.
 
-    The consumer passes :meth:`hold` the future that is done when the chunk it was
-    just given has been hashed; the buffer is refilled only after that.
+    A buffer is in use until every future held for it is done: the output's hash of
+    the chunk written from it (:meth:`hold`) and, for a shard hashed as it is read
+    (host/model/sourcehash.py), the source's hash of the bytes read into it.
     """
 
     def __init__(self, nbytes: int) -> None:
         half = max(1, (nbytes + 1) // 2)
         self.buffers = [bytearray(half), bytearray(half)]
-        self.guards: list[Future[None] | None] = [None, None]
+        self.guards: list[list[Future[None]]] = [[], []]
         self.slot = 0
 
-    def hold(self, hashed: Future[None]) -> None:
+    def hold(self, hashed: Future[None] | None) -> None:
         """The current buffer is in use until *hashed* is done."""
-        self.guards[self.slot] = hashed
+        if hashed is not None:
+            self.guards[self.slot].append(hashed)
 
     def next_buffer(self, nbytes: int) -> bytearray:
         """The other buffer, once its last chunk is hashed, at least *nbytes* long."""
         self.slot ^= 1
-        guard = self.guards[self.slot]
-        if guard is not None:
+        for guard in self.guards[self.slot]:
             guard.result()
-            self.guards[self.slot] = None
+        self.guards[self.slot] = []
         if len(self.buffers[self.slot]) < nbytes:  # one row larger than a buffer
             self.buffers[self.slot] = bytearray(nbytes)
         return self.buffers[self.slot]
@@ -86,19 +88,42 @@ def permute_qk(weights: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:
     )
 
 
-def _read_into(handle: object, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = handle.readinto(view[got:])  # type: ignore[attr-defined]
-        if not n:
-            raise OSError("source shorter than its header declares")
-        got += n
+ReadInto = Callable[[memoryview, int], "Future[None] | None"]
+"""Fill a view from a file offset; the future is done once the bytes are hashed."""
+
+
+class StoredChunk(NamedTuple):
+    """Bytes to write, the stored source bytes they come from, and where those start.
+
+    ``data`` is ``source`` itself unless the tensor's rows were permuted.
+    """
+
+    data: memoryview
+    source: memoryview
+    offset: int
+
+
+@contextmanager
+def path_reader(path: Path) -> Iterator[ReadInto]:
+    """A :data:`ReadInto` over *path*, open for the duration (nothing hashed)."""
+    with path.open("rb", buffering=0) as handle:
+
+        def read_into(view: memoryview, offset: int) -> None:
+            handle.seek(offset)
+            got = 0
+            while got < len(view):
+                n = handle.readinto(view[got:])
+                if not n:
+                    raise OSError("source shorter than its header declares")
+                got += n
+
+        yield read_into
 
 
 def stored_chunks(
-    path: Path, entry: TensorEntry, scratch: Scratch, permute_heads: int | None
-) -> Iterator[memoryview]:
-    """The tensor's stored bytes in whole-row chunks that fit *scratch*.
+    read_into: ReadInto, entry: TensorEntry, scratch: Scratch, permute_heads: int | None
+) -> Iterator[StoredChunk]:
+    """The tensor's stored bytes in whole-row chunks that fit *scratch*, in file order.
 
     A permuted tensor is read whole (the permutation moves rows within a head) and
     its rows reordered as stored values. A chunk is valid until the next one is
@@ -109,9 +134,7 @@ def stored_chunks(
         # tensor, and the permuted copy is the only copy (reshaping the swapped view
         # would make a second one).
         source = memoryview(scratch.next_buffer(entry.nbytes))[: entry.nbytes]
-        with path.open("rb", buffering=0) as handle:
-            handle.seek(entry.begin)
-            _read_into(handle, source)
+        scratch.hold(read_into(source, entry.begin))
         target = memoryview(scratch.next_buffer(entry.nbytes))[: entry.nbytes]
         dtype = DTYPES[entry.dtype][1]
         rows, rest = entry.shape[0], entry.shape[1:]
@@ -122,17 +145,15 @@ def stored_chunks(
             .reshape(permute_heads, 2, half, *rest)
             .swapaxes(1, 2),
         )
-        yield target
+        yield StoredChunk(target, source, entry.begin)
         return
     rows = entry.shape[0] if entry.shape else 1
     row_bytes = max(1, entry.nbytes // rows) if rows else 1
     step = max(1, len(scratch.buffers[0]) // row_bytes) * row_bytes
-    with path.open("rb", buffering=0) as handle:
-        handle.seek(entry.begin)
-        remaining = entry.nbytes
-        while remaining > 0:
-            size = min(step, remaining)
-            view = memoryview(scratch.next_buffer(size))[:size]
-            _read_into(handle, view)
-            remaining -= len(view)
-            yield view
+    position = entry.begin
+    while position < entry.end:
+        size = min(step, entry.end - position)
+        view = memoryview(scratch.next_buffer(size))[:size]
+        scratch.hold(read_into(view, position))
+        yield StoredChunk(view, view, position)
+        position += size

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,14 +122,30 @@ def parse_header(path: Path) -> SafetensorsHeader:
     """Read and validate the header of *path*; no tensor data is read."""
     with path.open("rb") as handle:
         file_size = handle.seek(0, 2)
-        handle.seek(0)
-        prefix = handle.read(8)
-        if len(prefix) != 8:
-            raise HeaderError("header_truncated")
-        (length,) = struct.unpack("<Q", prefix)
-        if length > MAX_HEADER_BYTES or length > file_size - 8:
-            raise HeaderError("header_oversized")
-        raw = handle.read(length)
+
+        def read(offset: int, nbytes: int) -> bytes:
+            handle.seek(offset)
+            return handle.read(nbytes)
+
+        return parse_header_from(read, file_size)
+
+
+def parse_header_from(read: Callable[[int, int], bytes], file_size: int) -> SafetensorsHeader:
+    """Validate the header given ``read(offset, nbytes)`` over a file of *file_size* bytes.
+
+    Why a reader and not a path: a shard that is hashed while it is converted
+    (host/model/sourcehash.py) has its header read through the same open file, so the
+    header that plans the conversion is part of the bytes compared with the pin.
+    """
+    prefix = read(0, 8) if file_size >= 8 else b""
+    if len(prefix) != 8:
+        raise HeaderError("header_truncated")
+    (length,) = struct.unpack("<Q", prefix)
+    if length > MAX_HEADER_BYTES or length > file_size - 8:
+        raise HeaderError("header_oversized")
+    raw = read(8, length)
+    if len(raw) != length:
+        raise HeaderError("header_truncated")
     try:
         parsed: Any = loads_strict(raw)
     except StrictJsonError as exc:

@@ -363,6 +363,22 @@ def check_tensors(
     the reader's memory map, so the file's pages do not all count towards this
     process's resident memory (a 256 MB GGUF raised peak RSS by its size), and the
     file is hashed as it is checked.
+    """
+    found = check_inventory(reader, plan)
+    planned = {t.name: t for t in plan.tensors}
+    if hashing is None:
+
+        def read(position: int, nbytes: int) -> bytes:
+            return reader.data[position : position + nbytes].tobytes()
+    else:
+        read = hashing.read
+    for tensor in sorted(found.values(), key=lambda t: int(t.data_offset)):
+        if not _tensor_matches(read, tensor, plan, planned[tensor.name], chunk_bytes):
+            raise VerifyError("tensor_data_mismatch", tensor.name)
+
+
+def check_inventory(reader: gguf.GGUFReader, plan: ConversionPlan) -> dict[str, gguf.ReaderTensor]:
+    """Names, shapes and storage types of the file's tensors, as the plan implies.
 
     Equal name sets also mean equal counts: GGUFReader refuses duplicate names.
     """
@@ -381,15 +397,7 @@ def check_tensors(
         qtype = storage_type(source_shape, plan.outtype)
         if tensor.tensor_type != qtype:
             raise VerifyError("tensor_dtype_mismatch", name)
-    if hashing is None:
-
-        def read(position: int, nbytes: int) -> bytes:
-            return reader.data[position : position + nbytes].tobytes()
-    else:
-        read = hashing.read
-    for tensor in sorted(found.values(), key=lambda t: int(t.data_offset)):
-        if not _tensor_matches(read, tensor, plan, planned[tensor.name], chunk_bytes):
-            raise VerifyError("tensor_data_mismatch", tensor.name)
+    return found
 
 
 def verify_gguf(
@@ -414,3 +422,130 @@ def verify_gguf(
     if expected_sha256 is not None and digest != expected_sha256:
         raise VerifyError("digest_mismatch")
     return VerifyReport(digest, size, len(expected), len(plan.tensors))
+
+
+def _permuted_heads(plan: ConversionPlan, name: str) -> int | None:
+    """Heads of the Llama q/k permutation for GGUF tensor *name*, by the GGUF name."""
+    hp = plan.hparams
+    if hp.arch == gguf.MODEL_ARCH.LLAMA and name.endswith(".attn_q.weight"):
+        return hp.heads
+    if hp.arch == gguf.MODEL_ARCH.LLAMA and name.endswith(".attn_k.weight"):
+        return hp.kv_heads
+    return None
+
+
+def _stored_nbytes(shape: tuple[int, ...], qtype: Q) -> int:
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    return math.prod(shape[:-1]) * (shape[-1] // block) * type_size
+
+
+class InWriteCheck:
+    """Each tensor checked as it is written, against this module's own expectation.
+
+    Why: reading an 8 GB GGUF back, and its source a second time, to compare them cost
+    more than the conversion itself. The bytes are in memory as they are written, so
+    they are compared there. For every tensor, in write order:
+
+    - the source bytes it was made from are exactly its span in the shard, read in
+      order (no gap, no overlap, nothing past its end);
+    - its written size is the one its storage type (:func:`storage_type`, this module's
+      own rule) implies for its shape;
+    - its bytes equal what the verifier expects of those source bytes: the stored bytes
+      themselves where the storage type is the source's (a chunk written straight from
+      the buffer it was read into, or one compared byte for byte, with the q/k rows
+      permuted by :func:`permutation_rows`), else ``gguf.quants`` of the widened values.
+
+    :meth:`verify_written` then reads the written header back with ``GGUFReader`` and
+    checks the metadata, the inventory, and that each tensor's data offset and size in
+    the header are where and how much this check saw written.
+
+    What it does not prove, which the read-back of ``harness model verify`` does: that
+    the file's bytes on the disk are the bytes written (a device or filesystem that
+    corrupts data after a successful ``fsync``), and a NaN-free claim for a chunk
+    copied as is (the converter's own NaN test chose the copy; its bit-pattern tests
+    cover every 16-bit value).
+    """
+
+    def __init__(self, plan: ConversionPlan) -> None:
+        self._plan = plan
+        self.written: dict[str, tuple[int, int]] = {}  # name -> (data offset, bytes)
+        self._tensor: TensorPlan | None = None
+        self._start = self._source = self._count = 0
+
+    def begin(self, tensor: TensorPlan, offset: int) -> None:
+        """*tensor*'s data starts at file *offset*."""
+        self._tensor = tensor
+        self._start, self._source, self._count = offset, tensor.entry.begin, 0
+
+    def _refuse(self) -> VerifyError:
+        assert self._tensor is not None
+        return VerifyError("tensor_data_mismatch", self._tensor.name)
+
+    def chunk(self, source_offset: int, source: Any, written: Any) -> None:
+        """*written* was made from stored *source* bytes at *source_offset*."""
+        tensor = self._tensor
+        if tensor is None or source_offset != self._source:
+            raise self._refuse()
+        src = memoryview(source).cast("B")
+        out = memoryview(written).cast("B")
+        self._source += src.nbytes
+        self._count += out.nbytes
+        if self._source > tensor.entry.end:
+            raise self._refuse()
+        dtype = tensor.entry.dtype
+        qtype = storage_type(tensor.shape, self._plan.outtype)
+        same_type = IDENTITY_EXCEPT_NAN.get(dtype) == qtype
+        heads = _permuted_heads(self._plan, tensor.name)
+        if same_type and heads is None and written is source:
+            return  # the very buffer that was read (and hashed) was written
+        raw = np.frombuffer(src, dtype=np.dtype(DTYPES[dtype][1]))
+        raw = raw.reshape(-1, *tensor.shape[1:])
+        if heads is not None:
+            if src.nbytes != tensor.entry.nbytes:
+                raise self._refuse()
+            raw = raw[permutation_rows(raw.shape[0], heads)]
+        if same_type and not has_nan(raw, dtype):
+            expected = raw.tobytes()
+        else:
+            expected = gguf.quants.quantize(widen(raw, dtype), qtype).tobytes()
+        if out != expected:
+            raise self._refuse()
+
+    def end(self, offset: int) -> None:
+        """The current tensor ended at file *offset*: all of its source, its size."""
+        tensor = self._tensor
+        if tensor is None:
+            raise VerifyError("tensor_data_mismatch")
+        qtype = storage_type(tensor.shape, self._plan.outtype)
+        if (
+            self._source != tensor.entry.end
+            or offset - self._start != self._count
+            or self._count != _stored_nbytes(tensor.shape, qtype)
+            or tensor.name in self.written
+        ):
+            raise self._refuse()
+        self.written[tensor.name] = (self._start, self._count)
+        self._tensor = None
+
+
+def verify_written(
+    gguf_path: Path, config: dict[str, Any], plan: ConversionPlan, check: InWriteCheck
+) -> int:
+    """The header of a GGUF written under *check*: metadata, inventory, and each
+    tensor's data offset and size as written. Reads the header only (the tensor data
+    was checked as it was written); returns the number of metadata keys checked."""
+    try:
+        reader = GGUFReader(gguf_path, "r")
+    except (OSError, ValueError, KeyError, IndexError, struct.error) as exc:
+        raise VerifyError("gguf_unreadable") from exc
+    expected = expected_metadata(config, plan)
+    check_metadata(reader, expected)
+    found = check_inventory(reader, plan)
+    if set(check.written) != set(found):
+        missing = sorted(set(found) ^ set(check.written))
+        raise VerifyError("tensor_data_mismatch", missing[0])
+    for name, tensor in found.items():
+        if (int(tensor.data_offset), int(tensor.n_bytes)) != check.written[name]:
+            raise VerifyError("tensor_data_mismatch", name)
+    del reader
+    return len(expected)
