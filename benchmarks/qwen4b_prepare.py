@@ -98,6 +98,8 @@ _BODIES = {
     "prepare": (
         "record = prepare(profile, cache, src, locks).record\n"
         "assert record.category == 'ok', record.category\n"
+        "(out / 'split.json').write_text(record.model_dump_json(include={"
+        "'verify_source_ms', 'convert_ms', 'verify_gguf_ms'}))\n"
     ),
     "pin_then_prepare": (
         "pin_snapshot('qwen4b', src, out, check=lambda s: check_convertible(profile, s))\n"
@@ -223,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (one linear scr
         )
         results[name] = {"seconds": round(seconds, 2), "peak_rss_mib": round(rss, 1)}
         print(json.dumps({"measure": name, **results[name]}), flush=True)
+        if name == "prepare":  # the model record's own split of prepare's time
+            print(json.dumps({"prepare_split_ms": json.loads((out / "split.json").read_text())}))
         if name == "gguf_readback":
             ours_bytes = _our_gguf(read_from, args.reference_entry)
             if not args.keep:

@@ -459,11 +459,14 @@ class InWriteCheck:
     checks the metadata, the inventory, and that each tensor's data offset and size in
     the header are where and how much this check saw written.
 
-    What it does not prove, which the read-back of ``harness model verify`` does: that
-    the file's bytes on the disk are the bytes written (a device or filesystem that
-    corrupts data after a successful ``fsync``), and a NaN-free claim for a chunk
-    copied as is (the converter's own NaN test chose the copy; its bit-pattern tests
-    cover every 16-bit value).
+    What it does not prove: that the file's bytes on the disk are the bytes written (a
+    device or filesystem that corrupts data after a successful ``fsync``). That is what
+    a read-back would add, and it is made where the file is used: adopting the entry
+    (every trial's model stage, ``harness model verify``) re-hashes the GGUF cold and
+    compares it with the digest of the bytes written (host/model/cache.py ``adopt``).
+    Nor does it re-test a chunk copied as is for NaN: the converter's own NaN test chose
+    the copy (its bit-pattern tests cover every 16-bit value). :func:`verify_gguf`, the
+    whole read-back against the source, remains for tests and benchmarks.
     """
 
     def __init__(self, plan: ConversionPlan) -> None:
