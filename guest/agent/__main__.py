@@ -41,6 +41,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--uds")
     parser.add_argument("--model", default="model")
     parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--tool-choice", choices=("auto", "required"), default="auto")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--request-timeout-s", type=float, default=600.0)
@@ -77,6 +78,7 @@ async def main_async(args: argparse.Namespace, sandbox: Sandbox) -> AgentRun:
             args.endpoint,
             args.model,
             uds=args.uds,
+            tool_choice=args.tool_choice,
             max_tokens=args.max_tokens,
             temperature=args.temperature,
             seed=args.seed,

@@ -17,6 +17,10 @@ from receipts.canonical import canonical
 from receipts.records.agent import InvalidCallCategory
 from receipts.records.trial import Policy as PolicyName
 
+ToolChoice = Literal["auto", "required"]
+"""What the agent asks the worker: `auto` (text or a call, as OpenCode asks) or
+`required` (a call every turn; recorded as the `model_tool_required` policy)."""
+
 PolicyFailureCategory = Literal["worker_unreachable", "worker_error", "script_exhausted"]
 Message = dict[str, Any]
 
@@ -137,6 +141,7 @@ class ModelPolicy:
         model: str,
         *,
         uds: str | None = None,
+        tool_choice: ToolChoice = "auto",
         max_tokens: int,
         temperature: float,
         seed: int,
@@ -148,6 +153,9 @@ class ModelPolicy:
         )
         self._model = model
         self._max_tokens = max_tokens
+        self._tool_choice = tool_choice
+        # what the receipt says chose the calls: with "required" the grammar forces one
+        self.name = "model_tool_required" if tool_choice == "required" else "model"
         self._temperature = temperature
         self._seed = seed
         self._requests = 0
@@ -160,7 +168,7 @@ class ModelPolicy:
             "model": self._model,
             "messages": list(messages),
             "tools": list(tools),
-            "tool_choice": "auto",
+            "tool_choice": self._tool_choice,
             "max_tokens": self._max_tokens,
             "temperature": self._temperature,
             "seed": self._seed,

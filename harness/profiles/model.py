@@ -159,6 +159,11 @@ class AgentSection(Section):
     wall_deadline_s: Seconds
     approvals: ApprovalsPolicy
     """How a permission rule's `ask` is resolved in a non-interactive trial."""
+    tool_choice: Literal["auto", "required"] = "auto"
+    """`auto`: the model may answer in text (ending the run), as OpenCode asks. `required`:
+    the worker's grammar admits only a tool call, so every turn is one; the receipt's
+    policy is then `model_tool_required`. For measuring several turns of a model that
+    would answer in text (random weights at real size), not for judging a model."""
 
 
 class Profile(Section):

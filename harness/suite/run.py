@@ -26,6 +26,7 @@ from harness.trial.diskfiles import REPO
 from harness.version import HARNESS_VERSION
 from receipts.audit import audit_and_read
 from receipts.records.suite import MissingReason, SuiteMember, SuiteRecord, aggregate
+from receipts.records.trial import Policy
 from receipts.suitebundle import WrittenSuite, write_suite_bundle
 
 SLACK_S = 600
@@ -92,6 +93,15 @@ def _missing(end: MemberEnd) -> MissingReason:
     return "no_receipt"
 
 
+def member_policy(member: Member) -> Policy:
+    """What the member's own trial record will say chose its calls (pipeline.policy)."""
+    if member.script is not None:
+        return "scripted"
+    if member.profile.agent.tool_choice == "required":
+        return "model_tool_required"
+    return "model"
+
+
 def suite_member(member: Member, end: MemberEnd) -> tuple[SuiteMember, bytes | None]:
     """The member's entry in suite.json and its receipt's bytes (None when it has none
     that audits)."""
@@ -100,7 +110,7 @@ def suite_member(member: Member, end: MemberEnd) -> tuple[SuiteMember, bytes | N
         "task": member.task,
         "language": member.language,
         "profile": member.profile.name,
-        "policy": "model" if member.script is None else "scripted",
+        "policy": member_policy(member),
         "script": None if member.script is None else member.script.stem,
         "repeat": member.repeat,
         "state": end.state,

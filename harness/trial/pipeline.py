@@ -328,7 +328,11 @@ class Trial:
 
     @property
     def policy(self) -> Policy:
-        return "model" if self.options.script is None else "scripted"
+        if self.options.script is not None:
+            return "scripted"
+        if self.options.profile.agent.tool_choice == "required":
+            return "model_tool_required"
+        return "model"
 
     def cancel(self, signal: CancelSignal) -> None:
         """A stop signal arrived (the CLI's handler calls this on the event loop).
@@ -557,6 +561,8 @@ class Trial:
                 f"gguf-{self.model.record.gguf_sha256[:12]}",
                 "--max-tokens",
                 str(inference.max_tokens),
+                "--tool-choice",
+                profile.agent.tool_choice,
                 "--temperature",
                 "0",
                 "--seed",

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from receipts.records.base import Record
 from receipts.records.hostreading import HOST_READINGS, HostReading
-from receipts.records.trial import Policy
+from receipts.records.trial import Policy, PolicyV1
 from receipts.types import ByteCount, Count, Index, Millis
 
 AgentCategoryV1 = Literal[
@@ -219,7 +219,7 @@ class AgentRecordV1(Record):
 
     schema_: Literal["harness.receipt.agent/1"] = Field("harness.receipt.agent/1", alias="schema")
     category: AgentCategoryV1
-    policy: Policy
+    policy: PolicyV1
     turns: Count
     tool_calls: Count
     invalid_tool_calls: Count

@@ -62,7 +62,7 @@ class SuiteMember(Part):
             raise ValueError("a member's receipt fields come together")
         if present == (self.missing is not None):
             raise ValueError("a member has a receipt or a missing reason, not both")
-        if (self.policy == "model") != (self.script is None):
+        if (self.policy != "scripted") != (self.script is None):
             raise ValueError("a script names a scripted member's policy only")
         return self
 

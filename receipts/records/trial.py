@@ -78,8 +78,14 @@ CancelSignal = Literal["SIGINT", "SIGTERM"]
 """The stop signals that cancel a trial (Ctrl-C, GitHub Actions' cancel; Slurm's scancel
 and time limit, systemd, `kill`)."""
 
-Policy = Literal["model", "scripted"]
-"""Who chose the tool calls: the model through the worker, or a fixed script."""
+Policy = Literal["model", "scripted", "model_tool_required"]
+"""Who chose the tool calls: the model through the worker, or a fixed script.
+`model_tool_required`: the model, asked with `tool_choice: "required"`, so the worker's
+grammar let it answer only with a tool call (every turn is a call the model chose; it
+could not answer in text). A profile's `agent.tool_choice` selects it."""
+
+PolicyV1 = Literal["model", "scripted"]
+"""The policies a `trial/1` or `agent/1` record could name (no forced tool calls then)."""
 
 
 class TrialRecord(Record):
@@ -131,7 +137,7 @@ class TrialRecordV1(Record):
     harness_version: Version
     profile: Identifier
     task: Identifier
-    policy: Policy
+    policy: PolicyV1
     backend: Backend
     accel_requested: AccelRequest
     placement: Placement

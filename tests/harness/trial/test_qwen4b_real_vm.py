@@ -50,7 +50,7 @@ from receipts.records import MemoryRecord
 pytestmark = [pytest.mark.integration, pytest.mark.qwen4b_real, pytest.mark.timeout(5400)]
 
 MAX_TURNS = 3
-MAX_TOKENS = 24
+MAX_TOKENS = 64  # room for one short tool call (the grammar closes it within this)
 SERIES = (
     "host_available_bytes",
     "host_page_cache_bytes",
@@ -62,10 +62,17 @@ SERIES = (
 
 
 def small_turns(profile: Profile) -> Profile:
-    """qwen4b with a few short agent turns; every memory budget as the profile says."""
+    """qwen4b with a few short agent turns; every memory budget as the profile says.
+
+    Random weights answer in text, which ends the agent's run after one turn. With
+    `tool_choice = "required"` the worker's grammar admits only a tool call, so the
+    model (the real forward pass, its own choice of tool and arguments) takes every turn
+    up to MAX_TURNS; the receipt names the policy `model_tool_required`.
+    """
     data = profile.model_dump(by_alias=True)
     data["inference"]["max_tokens"] = MAX_TOKENS
     data["agent"]["max_turns"] = MAX_TURNS
+    data["agent"]["tool_choice"] = "required"
     return Profile.model_validate(data)
 
 
@@ -241,6 +248,12 @@ def test_qwen4b_trial_on_a_full_size_snapshot(tmp_path: Path, data_dir: Path) ->
     ]
     figures["whole_trial"] = _peaks(memory, 0, 1 << 62)
     figures["memory_interval_ms"] = memory.interval_ms
+    figures["policy"] = records.agent.policy if records.agent else None
+    figures["turns"] = [
+        {"kind": t.kind, "invalid": t.invalid_category, "ms": t.duration_ms}
+        for t in records.agent_turns
+    ]
+    figures["tools"] = [c.tool for c in records.tool_calls]
     figures["requests"] = []
     for i, request in enumerate(records.worker_requests):
         row = request.model_dump(mode="json")
@@ -266,6 +279,8 @@ def test_qwen4b_trial_on_a_full_size_snapshot(tmp_path: Path, data_dir: Path) ->
     assert records.model.gguf_size_bytes is not None and records.model.gguf_size_bytes > 8e9
     assert worker is not None and worker.placement == "host"
     assert records.worker_requests, "the agent sent requests"
+    assert records.agent is not None and records.agent.policy == "model_tool_required"
+    assert len(records.worker_requests) >= 2, "several turns at real size"
     refused = [r for r in records.worker_requests if r.admission != "admitted"]
     assert not refused, "the profile's floors admit every request the agent sends"
     assert any(s.worker_usage_bytes for s in memory.samples), "the worker's cgroup was sampled"
