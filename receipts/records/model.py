@@ -62,5 +62,12 @@ class ModelRecord(Record):
     cache_key: Sha256Hex | None
     provenance: Provenance | None
     verify_source_ms: Millis
+    """Checking the source before conversion: the tree, and every pinned file that is not
+    a weights shard (shards are hashed during the conversion's one pass); on adoption,
+    every file. For the synthesized model, synthesis too."""
     convert_ms: Millis
+    """The one pass of a build: shards read, hashed against their pins and converted, the
+    GGUF written, hashed, checked as written and made durable. 0 on adoption."""
     verify_gguf_ms: Millis
+    """After the pass: the written header read back and checked, the small files (and any
+    shard read out of order) hashed again. On adoption: the GGUF re-hashed."""
