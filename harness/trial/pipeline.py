@@ -939,13 +939,12 @@ class Trial:
     def trial_record(self, started_ms: int) -> TrialRecord:
         """What was asked for and how it ended; the failed stage, internal error and
         verdict are for receipts/claim.py to fill in."""
-        scripted = self.options.script is not None
         return TrialRecord(
             trial_id=self.trial_id,
             harness_version=HARNESS_VERSION,
             profile=self.options.profile.name,
             task=self.options.task,
-            policy="scripted" if scripted else "model",
+            policy=self.policy,
             backend=self.options.backend,
             accel_requested=self.options.accel,
             placement=self.placement,

@@ -20,7 +20,7 @@ import pytest
 
 from guest.task import task_digest
 from harness.cli import main
-from harness.profiles import load_profile
+from harness.profiles import Profile, load_profile
 from harness.trial.guestdisk import parse_probe, probe_disk
 from harness.trial.hostworker import HostWorker, HostWorkerProcess
 from harness.trial.pipeline import StageFailed, Trial, TrialOptions, TrialResult
@@ -564,3 +564,31 @@ def test_a_verification_of_another_workspace_is_not_a_pass(tmp_path: Path) -> No
     _collect(trial, records, verification=verification)
     result = _bundle(trial, records)
     assert (result.valid, result.verdict) == (True, "failed_verification")
+
+
+@pytest.mark.parametrize(
+    ("scripted", "tool_choice", "policy"),
+    [
+        (True, "auto", "scripted"),
+        (False, "auto", "model"),
+        (False, "required", "model_tool_required"),
+    ],
+)
+def test_the_trial_record_names_the_policy_the_agent_ran(
+    tmp_path: Path, *, scripted: bool, tool_choice: str, policy: str
+) -> None:
+    # Found by the real-size qwen4b run: with tool_choice = required the agent record
+    # said model_tool_required and trial.json said model, so the audit refused the
+    # receipt (policy_mismatch).
+    data = load_profile("tiny").model_dump(by_alias=True)
+    data["agent"]["tool_choice"] = tool_choice
+    trial = Trial(
+        TrialOptions(
+            profile=Profile.model_validate(data),
+            task="py-one-line-fix",
+            script=SOLUTION if scripted else None,
+            out_dir=tmp_path,
+            accel="tcg",
+        )
+    )
+    assert trial.trial_record(1_790_000_000_000).policy == policy == trial.policy
