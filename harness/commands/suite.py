@@ -120,19 +120,15 @@ class ProgressTable:
         return table
 
 
-def _executor(name: str, cpus: int | None) -> tuple[Executor, LocalExecutor | None]:
+def _executor(name: str, cpus: int | None) -> Executor:
     if name == "local":
-        local = LocalExecutor(Ledger(capacity=Capacity.of_host(cpus)))
-        return local, local
+        return LocalExecutor(Ledger(capacity=Capacity.of_host(cpus)))
     from harness.suite import slurm
 
-    executor: Executor = slurm.SlurmExecutor()
-    return executor, None
+    return slurm.SlurmExecutor()
 
 
-async def _run_suite(
-    run_: SuiteRun, progress: ProgressTable, local: LocalExecutor | None
-) -> tuple[Path, str | None]:
+async def _run_suite(run_: SuiteRun, progress: ProgressTable) -> tuple[Path, str | None]:
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
     stopped: list[str] = []
@@ -145,11 +141,7 @@ async def _run_suite(
     for name, signum in (("SIGINT", signal.SIGINT), ("SIGTERM", signal.SIGTERM)):
         loop.add_signal_handler(signum, on_signal, name)
     try:
-        target, _written = await run_.run(
-            cancel,
-            progress.update,
-            lambda: local.max_running if local is not None else 0,
-        )
+        target, _written = await run_.run(cancel, progress.update)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
@@ -165,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"harness suite: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        executor, local = _executor(args.executor, args.cpus)
+        executor = _executor(args.executor, args.cpus)
     except ImportError:
         print("harness suite: the slurm executor is not in this build", file=sys.stderr)
         return EXIT_USAGE
@@ -177,9 +169,9 @@ def run(args: argparse.Namespace) -> int:
         with Live(
             console=Console(stderr=True), refresh_per_second=2, get_renderable=progress.table
         ):
-            target, stopped = asyncio.run(_run_suite(suite_run, progress, local))
+            target, stopped = asyncio.run(_run_suite(suite_run, progress))
     else:
-        target, stopped = asyncio.run(_run_suite(suite_run, progress, local))
+        target, stopped = asyncio.run(_run_suite(suite_run, progress))
     wall_s = time.monotonic() - started
     result = audit_suite_bytes(read_suite_file(target))
     summary = {
@@ -189,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         "valid": result.valid,
         "members": result.members,
         "members_with_receipt": result.members_with_receipt,
-        "max_concurrency": local.max_running if local is not None else None,
+        "max_concurrency": executor.max_running,
         "wall_s": round(wall_s, 1),
     }
     if args.json:

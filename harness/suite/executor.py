@@ -66,6 +66,10 @@ ProgressCallback = Callable[[str, str], None]
 class Executor(Protocol):
     """Runs member jobs to their ends; cancel stops every member that still runs."""
 
+    max_running: int
+    """The most members that ran at once, as far as the executor saw (the suite
+    receipt's concurrency reached)."""
+
     async def run(
         self,
         jobs: Sequence[MemberJob],

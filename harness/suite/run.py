@@ -158,7 +158,6 @@ class SuiteRun:
         self,
         cancel: asyncio.Event,
         on_progress: Callable[[str, str], None],
-        max_concurrency: Callable[[], int],
     ) -> tuple[Path, WrittenSuite]:
         source = bind_source(REPO, refuse_dirty=False)
         started_ms = int(time.time() * 1000)
@@ -182,7 +181,7 @@ class SuiteRun:
             executor=self.executor_name,
             started_unix_ms=started_ms,
             ended_unix_ms=max(started_ms, int(time.time() * 1000)),
-            max_concurrency=max_concurrency(),
+            max_concurrency=self.executor.max_running,
             members=members,
             verdicts=verdicts,
             missing=missing,

@@ -52,6 +52,8 @@ CANCEL_WAIT_S = 150.0
 """After scancel: KillWait (30 s default) plus the controller's kill and epilog; a
 member not ended by then is reported `lost` (it left Slurm's view of its end)."""
 RECEIPT_GLOB = "trial-*.zip"
+RUNNING_WORDS = frozenset({"RUNNING", "COMPLETING"})
+"""squeue words of a job whose processes hold the node."""
 
 log = structlog.get_logger("harness.suite.slurm")
 
@@ -138,6 +140,9 @@ class SlurmExecutor:
     workdir: Path = field(default_factory=Path.cwd)
     controller_gone_s: float = CONTROLLER_GONE_S
     cancel_wait_s: float = CANCEL_WAIT_S
+    max_running: int = 0
+    """The most members Slurm showed RUNNING (or COMPLETING) at one poll: the suite
+    receipt's concurrency reached, as far as the polls could see."""
 
     async def run(
         self,
@@ -212,6 +217,8 @@ class SlurmExecutor:
                         self._ended(member, "lost", None, "CONTROLLER_GONE", on_progress)
                     return
             if rows is not None:
+                running = sum(1 for word, _ in rows.values() if word in RUNNING_WORDS)
+                self.max_running = max(self.max_running, running)
                 for member in live:
                     await self._update(member, rows, on_progress)
             if cancel_at is not None and loop.time() - cancel_at > self.cancel_wait_s:
