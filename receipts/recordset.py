@@ -17,6 +17,7 @@ from receipts.records import (
     AgentTurnRecord,
     CleanupRecord,
     DispatchRecord,
+    DispatchRecordV1,
     GateRecord,
     HostStateRecord,
     HostStateRecordV1,
@@ -51,7 +52,7 @@ class RecordSet:
     trial: TrialRecord | TrialRecordV1 | None = None
     preflight: PreflightRecord | None = None
     source: SourceRecord | None = None
-    dispatch: DispatchRecord | None = None
+    dispatch: DispatchRecord | DispatchRecordV1 | None = None
     model: ModelRecord | None = None
     image: ImageRecord | None = None
     vm: VmRecord | None = None
@@ -112,7 +113,7 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("trial", TrialRecord, sequence=False, legacy=(TrialRecordV1,)),
     Kind("preflight", PreflightRecord, sequence=False),
     Kind("source", SourceRecord, sequence=False),
-    Kind("dispatch", DispatchRecord, sequence=False),
+    Kind("dispatch", DispatchRecord, sequence=False, legacy=(DispatchRecordV1,)),
     Kind("model", ModelRecord, sequence=False),
     Kind("image", ImageRecord, sequence=False),
     Kind("vm", VmRecord, sequence=False),

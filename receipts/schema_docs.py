@@ -10,7 +10,7 @@ from receipts.audit.findings import AuditResult
 from receipts.audit.suite import SuiteAuditResult
 from receipts.manifest import Manifest
 from receipts.records.base import Record
-from receipts.records.suite import SuiteRecord
+from receipts.records.suite import SuiteRecord, SuiteRecordV1
 from receipts.recordset import KINDS
 
 
@@ -23,6 +23,7 @@ def schema_models() -> tuple[type[Record], ...]:
         Manifest,
         AuditResult,
         SuiteRecord,
+        SuiteRecordV1,
         SuiteAuditResult,
     )
 
@@ -101,6 +102,9 @@ def reference_markdown() -> str:
             where = {
                 Manifest: "manifest.json",
                 SuiteRecord: "`suite.json` of a suite receipt (`suite-<id>.zip`)",
+                SuiteRecordV1: "`suite.json` of a suite receipt (an older version: `harness"
+                " audit` still reads it, `harness suite run` writes"
+                f" `{SuiteRecord.schema_id()}`)",
                 SuiteAuditResult: "(printed by `harness audit --json` for a suite receipt)",
             }.get(model, "(printed by `harness audit --json`)")
         elif kind.sequence:

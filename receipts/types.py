@@ -20,6 +20,9 @@ GitObjectId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}(?:[0-9a-f
 TrialId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 """128 random bits in hex, minted by the orchestrator for one trial."""
 
+MemberId = Annotated[str, StringConstraints(pattern=r"^[0-9]{4,6}$")]
+"""A suite member's id: its position in the suite, `0000`, `0001`, ..."""
+
 TrialTag = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{8,32}$")]
 """A trial's tag (the first hex digits of its id): what its host resources are named by."""
 

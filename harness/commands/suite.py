@@ -23,11 +23,20 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from harness.dispatch import (
+    DispatchRefused,
+    consume_for_suite,
+    inside,
+    ledger_dir,
+    read_ticket,
+    receipts_dir,
+)
+from harness.source import bind_source
 from harness.suite.executor import Executor
 from harness.suite.ledger import Capacity, Ledger
 from harness.suite.local import LocalExecutor
 from harness.suite.report import suite_report
-from harness.suite.run import SuiteRun
+from harness.suite.run import SuiteRun, SuiteTicket
 from harness.suite.spec import Suite, SuiteError, load_suite
 from harness.trial.diskfiles import REPO
 from receipts.audit.suite import audit_suite_and_read, audit_suite_bytes, read_suite_file
@@ -50,7 +59,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="local: this host, bounded by the host-level ledger; slurm: one job per member",
     )
     run_p.add_argument(
-        "--out", type=Path, default=Path("receipts-out"), help="where the suite receipt goes"
+        "--out",
+        type=Path,
+        default=None,
+        help="where the suite receipt goes (default: receipts-out)",
     )
     run_p.add_argument(
         "--cpus",
@@ -58,6 +70,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=None,
         help="CPUs the host-level ledger may reserve (default: the core count; "
         "more overcommits the cores)",
+    )
+    run_p.add_argument(
+        "--dispatch",
+        type=Path,
+        metavar="FILE",
+        help="a suite ticket (harness dispatch issue --suite): consumed once by this run, "
+        "named by every member's receipt; needs a clean checkout and --out outside it "
+        "(default then: $XDG_STATE_HOME/harness/receipts)",
     )
     run_p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     report_p = actions.add_parser("report", help="figures of a suite receipt, as JSON")
@@ -162,7 +182,12 @@ def run(args: argparse.Namespace) -> int:
         print("harness suite: the slurm executor is not in this build", file=sys.stderr)
         return EXIT_USAGE
     executor_name: Literal["local", "slurm"] = "local" if args.executor == "local" else "slurm"
-    suite_run = SuiteRun(suite, executor, executor_name, args.out)
+    suite_run = SuiteRun(suite, executor, executor_name, args.out or Path("receipts-out"))
+    if args.dispatch is not None:
+        refused = _consume_ticket(args, suite, suite_run)
+        if refused is not None:
+            print(f"harness suite: {refused}", file=sys.stderr)
+            return EXIT_USAGE
     progress = ProgressTable(suite)
     started = time.monotonic()
     if sys.stderr.isatty() and not args.json:
@@ -194,6 +219,24 @@ def run(args: argparse.Namespace) -> int:
     if stopped is not None:
         return 130 if stopped == "SIGINT" else 143
     return EXIT_OK
+
+
+def _consume_ticket(args: argparse.Namespace, suite: Suite, suite_run: SuiteRun) -> str | None:
+    """Consume the suite ticket for this run (once; before any member starts) and give
+    the run its ticket; or why not. Members write into the out directory, which must lie
+    outside the checkout: a file there would make every member's tree dirty."""
+    out = args.out or receipts_dir()
+    if inside(out, REPO):
+        return "with --dispatch, --out must be outside the checkout"
+    suite_run.out_dir = out
+    try:
+        ticket = read_ticket(args.dispatch)
+        source = bind_source(REPO, refuse_dirty=True)
+        consume_for_suite(ticket, suite.sha256, source, ledger_dir(), suite_run.suite_id)
+    except DispatchRefused as refusal:
+        return f"dispatch ticket refused: {refusal.category}"
+    suite_run.ticket = SuiteTicket(path=args.dispatch.absolute(), sha256=ticket.digest())
+    return None
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import signal
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import get_args
 
 import structlog
 
-from harness.dispatch import DispatchRefused, read_ticket, receipts_dir
+from harness.dispatch import DispatchRefused, SuiteMembership, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
 from harness.profiles.budgets import profile_contradiction
 from harness.remedies import describe, fix_command
@@ -135,6 +136,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dispatch", type=Path, metavar="FILE", help="a one-shot ticket (harness dispatch issue)"
     )
     parser.add_argument(
+        "--suite-member",
+        metavar="SUITE_ID/MEMBER",
+        default=None,
+        help="with a suite ticket as --dispatch: the suite run and member this trial is "
+        "(harness suite run --dispatch passes it)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print the result as one canonical JSON line"
     )
     parser.set_defaults(run=run)
@@ -147,6 +155,16 @@ def _failure(receipt: Path) -> FailureReason | None:
     except OSError:
         return None
     return failure_reason(records) if records is not None else None
+
+
+def _membership(value: str | None) -> SuiteMembership | None:
+    """`SUITE_ID/MEMBER` (32 hex digits, 4-6 digits); None when absent or malformed."""
+    if value is None:
+        return None
+    suite_id, _, member_id = value.partition("/")
+    if re.fullmatch(r"[0-9a-f]{32}", suite_id) and re.fullmatch(r"[0-9]{4,6}", member_id):
+        return SuiteMembership(suite_id=suite_id, member_id=member_id)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
         except DispatchRefused as refusal:
             print(f"harness trial: dispatch ticket refused: {refusal.category}", file=sys.stderr)
             return EXIT_USAGE
+    membership = _membership(args.suite_member)
+    if args.suite_member is not None and (membership is None or args.dispatch is None):
+        print("harness trial: --suite-member is SUITE_ID/MEMBER, with --dispatch", file=sys.stderr)
+        return EXIT_USAGE
     options = TrialOptions(
         profile=profile,
         task=args.task or profile.agent.default_task,
@@ -187,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         accel=args.accel,
         dispatch=args.dispatch,
+        suite_member=membership,
         placement=args.placement,
     )
     if sys.stderr.isatty() and not args.json:

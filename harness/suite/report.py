@@ -20,7 +20,7 @@ from typing import Any
 
 from receipts.failure import failure_reason
 from receipts.records.memory import MemoryRecord
-from receipts.records.suite import SuiteMember, SuiteRecord
+from receipts.records.suite import AnySuiteRecord, SuiteMember, suite_dispatch
 from receipts.recordset import RecordSet
 
 Z95 = 1.959963984540054
@@ -96,7 +96,7 @@ class _Group:
         }
 
 
-def _group_rows(record: SuiteRecord, members: dict[str, RecordSet]) -> Iterable[dict[str, Any]]:
+def _group_rows(record: AnySuiteRecord, members: dict[str, RecordSet]) -> Iterable[dict[str, Any]]:
     keys: dict[tuple[str, str, str], list[SuiteMember]] = {}
     for member in record.members:
         keys.setdefault((member.task, member.profile, agent_label(member)), []).append(member)
@@ -139,7 +139,7 @@ def _group_rows(record: SuiteRecord, members: dict[str, RecordSet]) -> Iterable[
         }
 
 
-def suite_report(record: SuiteRecord, members: dict[str, RecordSet]) -> dict[str, Any]:
+def suite_report(record: AnySuiteRecord, members: dict[str, RecordSet]) -> dict[str, Any]:
     """The report of a suite that audited valid (its record and its members' records)."""
     rows = list(_group_rows(record, members))
     languages: dict[tuple[str, str, str], _Group] = {}
@@ -158,6 +158,7 @@ def suite_report(record: SuiteRecord, members: dict[str, RecordSet]) -> dict[str
         "name": record.name,
         "suite_sha256": record.suite_sha256,
         "executor": record.executor,
+        "dispatch_sha256": suite_dispatch(record),
         "members": len(record.members),
         "max_concurrency": record.max_concurrency,
         "wall_ms": suite_wall,

@@ -34,9 +34,33 @@ SLACK_S = 600
 bundle after it are not under any profile deadline."""
 
 
-def member_argv(member: Member, receipt_dir: Path, backend: str, accel: str) -> tuple[str, ...]:
-    """The member's whole command line: this interpreter running this harness's CLI."""
+@dataclass(frozen=True)
+class SuiteTicket:
+    """The suite dispatch ticket this suite run consumed: each member presents it."""
+
+    path: Path
+    sha256: str
+
+
+def member_argv(
+    member: Member,
+    receipt_dir: Path,
+    backend: str,
+    accel: str,
+    dispatch: tuple[SuiteTicket, str] | None = None,
+) -> tuple[str, ...]:
+    """The member's whole command line: this interpreter running this harness's CLI; for
+    a dispatched suite (ticket, suite id), the ticket and the member's slot."""
     agent = "model" if member.script is None else f"scripted:{member.script}"
+    dispatched: tuple[str, ...] = ()
+    if dispatch is not None:
+        ticket, suite_id = dispatch
+        dispatched = (
+            "--dispatch",
+            str(ticket.path.absolute()),
+            "--suite-member",
+            f"{suite_id}/{member.member_id}",
+        )
     return (
         sys.executable,
         "-m",
@@ -54,6 +78,7 @@ def member_argv(member: Member, receipt_dir: Path, backend: str, accel: str) -> 
         accel,
         "--out",
         str(receipt_dir),
+        *dispatched,
         "--json",
     )
 
@@ -63,7 +88,9 @@ def time_limit_s(member: Member) -> int:
     return profile.provisioning.deadline_s + profile.vm.deadline_s + SLACK_S
 
 
-def member_jobs(suite: Suite, work: Path) -> list[MemberJob]:
+def member_jobs(
+    suite: Suite, work: Path, dispatch: tuple[SuiteTicket, str] | None = None
+) -> list[MemberJob]:
     return [
         MemberJob(
             member_id=member.member_id,
@@ -72,6 +99,7 @@ def member_jobs(suite: Suite, work: Path) -> list[MemberJob]:
                 work / "members" / member.member_id,
                 suite.file.backend,
                 suite.file.accel,
+                dispatch,
             ),
             memory_bytes=member.profile.memory.host_admission_floor,
             cpus=member.profile.vm.vcpus,
@@ -149,6 +177,8 @@ class SuiteRun:
     executor_name: Literal["local", "slurm"]
     out_dir: Path
     suite_id: str = field(default_factory=lambda: secrets.token_hex(16))
+    ticket: SuiteTicket | None = None
+    """The suite ticket this run consumed (harness suite run --dispatch), if any."""
 
     @property
     def work(self) -> Path:
@@ -161,7 +191,8 @@ class SuiteRun:
     ) -> tuple[Path, WrittenSuite]:
         source = bind_source(REPO, refuse_dirty=False)
         started_ms = int(time.time() * 1000)
-        jobs = member_jobs(self.suite, self.work)
+        dispatch = (self.ticket, self.suite_id) if self.ticket is not None else None
+        jobs = member_jobs(self.suite, self.work, dispatch)
         ends = await self.executor.run(jobs, cancel, on_progress)
         entries: list[SuiteMember] = []
         blobs: dict[str, bytes] = {}
@@ -185,6 +216,7 @@ class SuiteRun:
             members=members,
             verdicts=verdicts,
             missing=missing,
+            dispatch_sha256=self.ticket.sha256 if self.ticket is not None else None,
         )
         target = self.out_dir / f"suite-{self.suite_id}.zip"
         return target, write_suite_bundle(record, blobs, target)

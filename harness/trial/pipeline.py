@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guest.task import load_task, task_digest
-from harness.dispatch import DispatchRefused, admit, ledger_dir
+from harness.dispatch import DispatchRefused, SuiteMembership, admit, ledger_dir
 from harness.profiles import Profile
 from harness.profiles.load import PROFILES_DIR
 from harness.source import bind_source
@@ -133,6 +133,8 @@ class TrialOptions:
     backend: Backend = "qemu"
     accel: AccelRequest = "auto"
     dispatch: Path | None = None
+    suite_member: SuiteMembership | None = None
+    """With a suite ticket as `dispatch`: the suite run and member slot this trial is."""
     ledger: Path | None = None
     cache: Path = Path.home() / ".cache" / "harness"
     placement: PlacementRequest | None = None
@@ -378,7 +380,12 @@ class Trial:
         ledger = self.options.ledger or ledger_dir()
         try:
             record: DispatchRecord = admit(
-                self.options.dispatch, self.options.profile.name, self.options.task, source, ledger
+                self.options.dispatch,
+                self.options.profile.name,
+                self.options.task,
+                source,
+                ledger,
+                member=self.options.suite_member,
             )
         except DispatchRefused:
             raise StageFailed from None  # an unreadable ticket: nothing to record it against

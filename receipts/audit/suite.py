@@ -7,12 +7,15 @@ its own, its receipt id, trial id, task, profile and policy are the ones the rec
 names, the record's verdict is the verdict the member's records derive, and the trial
 ran inside the suite's time window; and the aggregate counts are those of the members.
 
-What this cannot see: a receipt of another trial of the same task, profile and policy
-that ran inside the same window (a second suite run side by side), swapped in with
-suite.json rewritten to match. Closing that needs the suite's id inside each member's
-trial record (a dispatch ticket per suite, issue 16's "dispatch at suite scale"), which
-is not built yet. One member that does not audit makes the
-whole suite invalid: a suite's pass rate is only as good as its worst member's evidence.
+A dispatched suite (`harness suite run --dispatch`, suite/2 with `dispatch_sha256`)
+also binds each member to this very suite run: every member's dispatch record must be
+a suite dispatch with `ok`, naming this ticket, this suite file's digest, this suite id
+and its own member id. A member of an undispatched suite must not carry a suite
+dispatch (it belongs to another suite run). What an undispatched suite cannot see: a
+receipt of another trial of the same task, profile and policy that ran inside the same
+window (a second suite run side by side), swapped in with suite.json rewritten to match;
+dispatch the suite when that matters. One member that does not audit makes the whole
+suite invalid: a suite's pass rate is only as good as its worst member's evidence.
 """
 
 from __future__ import annotations
@@ -30,8 +33,18 @@ from receipts.audit import audit_and_read
 from receipts.audit.container import MAX_ZIP_BYTES
 from receipts.bundle import zip_bytes
 from receipts.canonical import CanonicalError, parse_canonical
+from receipts.records import DispatchRecord
 from receipts.records.base import Part, Record
-from receipts.records.suite import SUITE_CEILING_BYTES, MemberId, SuiteRecord, aggregate
+from receipts.records.suite import (
+    SUITE_CEILING_BYTES,
+    AnySuiteRecord,
+    MemberId,
+    SuiteMember,
+    SuiteRecord,
+    SuiteRecordV1,
+    aggregate,
+    suite_dispatch,
+)
 from receipts.recordset import RecordSet
 from receipts.suitebundle import MEMBER_PREFIX, SUITE_RECORD_NAME, member_entry
 from receipts.types import Count, Sha256Hex
@@ -57,6 +70,7 @@ SuiteAuditCategory = Literal[
     "member_identity_mismatch",
     "member_verdict_mismatch",
     "member_outside_suite",
+    "member_dispatch_mismatch",
     "aggregate_mismatch",
 ]
 
@@ -129,26 +143,53 @@ def _entries(data: bytes, findings: list[SuiteFinding]) -> dict[str, bytes] | No
     return entries
 
 
-def _record(entries: dict[str, bytes], findings: list[SuiteFinding]) -> SuiteRecord | None:
+def _record(entries: dict[str, bytes], findings: list[SuiteFinding]) -> AnySuiteRecord | None:
     raw = entries.get(SUITE_RECORD_NAME)
     if raw is None:
         findings.append(SuiteFinding(category="suite_record_missing", member_id=None))
         return None
     try:
-        parse_canonical(raw)
+        value = parse_canonical(raw)
     except CanonicalError:
         findings.append(SuiteFinding(category="suite_record_not_canonical", member_id=None))
         return None
+    declared = value.get("schema") if isinstance(value, dict) else None
+    model = next(
+        (m for m in (SuiteRecord, SuiteRecordV1) if declared == m.schema_id()),
+        None,
+    )
+    if model is None:
+        findings.append(SuiteFinding(category="suite_record_invalid", member_id=None))
+        return None
     try:
-        return SuiteRecord.model_validate_json(raw)
+        return model.model_validate_json(raw)
     except ValidationError:
         findings.append(SuiteFinding(category="suite_record_invalid", member_id=None))
         return None
 
 
+def dispatch_binds(record: AnySuiteRecord, member: SuiteMember, records: RecordSet) -> bool:
+    """Whether the member's dispatch record is the one this suite's dispatch requires:
+    for a dispatched suite, its ticket, suite file, suite run and member slot; for an
+    undispatched one, no suite dispatch at all (a member of another suite run)."""
+    dispatch = records.dispatch
+    is_suite = isinstance(dispatch, DispatchRecord) and dispatch.scope == "suite"
+    ticket = suite_dispatch(record)
+    if ticket is None:
+        return not is_suite
+    return (
+        isinstance(dispatch, DispatchRecord)
+        and is_suite
+        and dispatch.category == "ok"
+        and (dispatch.dispatch_sha256, dispatch.suite_sha256, dispatch.suite_id)
+        == (ticket, record.suite_sha256, record.suite_id)
+        and dispatch.member_id == member.member_id
+    )
+
+
 def audit_suite_and_read(
     data: bytes,
-) -> tuple[SuiteAuditResult, SuiteRecord | None, dict[str, RecordSet]]:
+) -> tuple[SuiteAuditResult, AnySuiteRecord | None, dict[str, RecordSet]]:
     """The result; and for a valid suite its record and each member's records by id."""
     findings: list[SuiteFinding] = []
     entries = _entries(data, findings)
@@ -200,6 +241,8 @@ def audit_suite_and_read(
                 and trial.ended_unix_ms <= record.ended_unix_ms
             ):
                 add("member_outside_suite")  # a receipt of another run, swapped in
+            if not dispatch_binds(record, member, records):
+                add("member_dispatch_mismatch")
             members_read[member.member_id] = records
         if aggregate(record.members) != (record.verdicts, record.missing):
             findings.append(SuiteFinding(category="aggregate_mismatch", member_id=None))

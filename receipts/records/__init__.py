@@ -9,7 +9,7 @@ from receipts.records.agent import (
 )
 from receipts.records.base import Part, Record
 from receipts.records.cleanup import CleanupRecord
-from receipts.records.dispatch import DispatchRecord
+from receipts.records.dispatch import AnyDispatchRecord, DispatchRecord, DispatchRecordV1
 from receipts.records.gate import GateRecord
 from receipts.records.hoststate import (
     AnyHostStateRecord,
@@ -38,10 +38,12 @@ __all__ = [
     "AgentRecord",
     "AgentRecordV1",
     "AgentTurnRecord",
+    "AnyDispatchRecord",
     "AnyHostStateRecord",
     "AnyTrialRecord",
     "CleanupRecord",
     "DispatchRecord",
+    "DispatchRecordV1",
     "FacetComparison",
     "FacetComparisonV1",
     "FacetComparisonV2",

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
 from receipts.records.base import Part, Record
 from receipts.records.source import SourceRecord
 from receipts.records.trial import Policy, Verdict
-from receipts.types import Count, Identifier, Index, Sha256Hex, TrialId, UnixMillis, Version
+from receipts.types import (
+    Count,
+    Identifier,
+    Index,
+    MemberId,
+    Sha256Hex,
+    TrialId,
+    UnixMillis,
+    Version,
+)
 
-MemberId = Annotated[str, StringConstraints(pattern=r"^[0-9]{4,6}$")]
 MemberState = Literal["finished", "cancelled", "lost", "failed_to_start"]
 """How the member's process ended, as the executor saw it (harness/suite/executor.py)."""
 MissingReason = Literal[
@@ -77,8 +85,9 @@ class MissingCount(Part):
     count: Annotated[int, Field(ge=1, le=1_000_000)]
 
 
-class SuiteRecord(Record):
-    schema_: Literal["harness.receipt.suite/1"] = Field("harness.receipt.suite/1", alias="schema")
+class _SuiteFields(Record):
+    """What every version of `suite.json` holds (each version adds its schema id)."""
+
     suite_id: TrialId
     name: Identifier
     suite_sha256: Sha256Hex
@@ -98,7 +107,7 @@ class SuiteRecord(Record):
     """Members without one, by reason (sorted by reason, no zero counts)."""
 
     @model_validator(mode="after")
-    def _ordered(self) -> SuiteRecord:
+    def _ordered(self) -> _SuiteFields:
         ids = [member.member_id for member in self.members]
         if ids != [f"{n:04d}" for n in range(len(ids))]:
             raise ValueError("member ids are 0000, 0001, ... in order")
@@ -109,6 +118,27 @@ class SuiteRecord(Record):
         if verdicts != sorted(set(verdicts)) or reasons != sorted(set(reasons)):
             raise ValueError("aggregate counts are sorted and unique")
         return self
+
+
+class SuiteRecordV1(_SuiteFields):
+    """suite/1, written before suites could be dispatched: still read by the audit."""
+
+    schema_: Literal["harness.receipt.suite/1"] = Field("harness.receipt.suite/1", alias="schema")
+
+
+class SuiteRecord(_SuiteFields):
+    schema_: Literal["harness.receipt.suite/2"] = Field("harness.receipt.suite/2", alias="schema")
+    dispatch_sha256: Sha256Hex | None
+    """The suite dispatch ticket this suite consumed (`harness suite run --dispatch`);
+    every member's dispatch record must name it. None for a suite run without one."""
+
+
+AnySuiteRecord = SuiteRecord | SuiteRecordV1
+
+
+def suite_dispatch(record: AnySuiteRecord) -> str | None:
+    """The ticket a suite consumed; suite/1 predates suite tickets: none."""
+    return record.dispatch_sha256 if isinstance(record, SuiteRecord) else None
 
 
 def aggregate(
@@ -135,11 +165,14 @@ def aggregate(
 
 
 __all__ = [
+    "AnySuiteRecord",
     "MemberId",
     "MissingCount",
     "MissingReason",
     "SuiteMember",
     "SuiteRecord",
+    "SuiteRecordV1",
     "VerdictCount",
     "aggregate",
+    "suite_dispatch",
 ]

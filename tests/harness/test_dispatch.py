@@ -16,6 +16,7 @@ import pytest
 
 from harness.dispatch import (
     DispatchRefused,
+    DispatchTicket,
     admit,
     consume,
     consumed_entries,
@@ -56,6 +57,7 @@ def ticket_path(tmp_path: Path) -> Path:
 
 def test_issued_ticket_round_trips(ticket_path: Path) -> None:
     ticket = read_ticket(ticket_path)
+    assert isinstance(ticket, DispatchTicket)
     assert (ticket.profile, ticket.task, ticket.commit, ticket.tree) == (
         "tiny",
         "py-one-line-fix",
@@ -268,7 +270,8 @@ def test_issue_writes_the_ticket_outside_the_checkout(clone: Path, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     ticket = Path(done.stdout.strip())
     assert ticket.parent == state / "harness" / "tickets"
-    assert read_ticket(ticket).profile == "tiny"
+    issued = read_ticket(ticket)
+    assert isinstance(issued, DispatchTicket) and issued.profile == "tiny"
     assert dirt(clone) == ""  # the next dispatched trial finds a clean tree
 
 

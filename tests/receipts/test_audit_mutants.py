@@ -424,6 +424,7 @@ def test_a_dispatch_record_belongs_to_a_dispatched_trial_only() -> None:
     assert records.trial is not None and not records.trial.dispatched
     dispatch = DispatchRecord(
         category="ok",
+        scope="trial",
         dispatch_sha256="a" * 64,
         profile="smollm2",
         task="task",
@@ -432,6 +433,9 @@ def test_a_dispatch_record_belongs_to_a_dispatched_trial_only() -> None:
         issued_unix_ms=records.trial.started_unix_ms,
         consumed_unix_ms=records.trial.started_unix_ms,
         duration_ms=1,
+        suite_sha256=None,
+        suite_id=None,
+        member_id=None,
     )
     unexpected = ("record_unexpected", "dispatch.json")
     assert unexpected in _findings(with_changes(records, dispatch=dispatch))

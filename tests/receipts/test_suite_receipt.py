@@ -131,6 +131,7 @@ def suite(members: tuple[SuiteMember, ...]) -> SuiteRecord:
         members=members,
         verdicts=verdicts,
         missing=missing,
+        dispatch_sha256=None,
     )
 
 
