@@ -9,7 +9,7 @@ exits 0 with a suite receipt that `harness audit` finds valid and that says all 
 executor slurm, member 0000 cancelled (SIGTERM, exit 143), member 0001 finished, one at
 a time (each asks for the node's 2 CPUs), and every member's receipt names the suite's
 ticket, suite run and member slot. A second run with the same ticket is refused before
-anything runs. Real guests: run under the machine's VM lock (about 3 minutes).
+anything runs. Real guests: run under the machine's VM lock (116 s measured).
 """
 
 from __future__ import annotations
