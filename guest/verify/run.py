@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guest.task import REPORT_PLACEHOLDER, SPLIT_PREFIX, Task
-from guest.tools.confine import RunAs, RunLimits, run_confined
+from guest.tools.confine import RunAs, RunLimits, RunReport, run_confined
 from guest.verify.reports import Counts, Report, ReportUnreadable, ids_match, read_report
 from guest.verify.snapshot import copy_regular_tree, describe_change, plugin_modules
-from guest.verify.split import JUDGE, run_split
+from guest.verify.split import JUDGE, RUNTIME_ROOT, run_split
 from receipts.records import VerificationRecord
 from receipts.records.verification import JudgeProcess, ReportIds, VerificationCategory
 from receipts.treedigest import tree_sha256
@@ -45,6 +45,14 @@ def _chown_tree(root: Path, run_as: RunAs) -> None:
         os.chown(directory, uid, gid)
         for name in dirnames + filenames:
             os.lchown(os.path.join(directory, name), uid, gid)
+
+
+def runtime_reachable(users: tuple[RunAs, ...]) -> bool:
+    """Whether every user of a split judgement can reach the runtime root both of its
+    processes import our modules from (guest/verify/split.py). On the guest it is a
+    read-only mount everyone can search; a root only root can reach would leave the judge
+    unable to start, which must read as the runner's failure, not a missing report."""
+    return all(traversable_by(Path(RUNTIME_ROOT), who) for who in users)
 
 
 def traversable_by(path: Path, run_as: RunAs) -> bool:
@@ -165,7 +173,10 @@ def verify(
         limits = RunLimits(
             wall_seconds=float(task.hidden.deadline_s), cpu_seconds=task.hidden.deadline_s
         )
-        if prepared.judge_dir is not None and prepared.ipc is not None:
+        run: RunReport | None = None
+        if prepared.judge_dir is not None and not runtime_reachable((run_as, judge_as)):
+            pass  # the judge and the solution import our modules from there: they cannot start
+        elif prepared.judge_dir is not None and prepared.ipc is not None:
             run = run_split(
                 argv[len(SPLIT_PREFIX) :],
                 judge_dir=prepared.judge_dir,
@@ -187,21 +198,24 @@ def verify(
                 mechanism="unshare_syscall",
                 run_as=run_as,
             )
-        isolation = run.net_isolation
-        if run.exit is None:
-            category = "net_isolation_unavailable" if isolation != "applied" else "runner_error"
-        elif run.exit == "deadline":
-            category = "timeout"
+        if run is None:
+            category, isolation = "runner_error", "not_applied"
         else:
-            try:
-                read = read_report(report, task.hidden.report)
-            except ReportUnreadable:
-                category = "report_missing"
+            isolation = run.net_isolation
+            if run.exit is None:
+                category = "net_isolation_unavailable" if isolation != "applied" else "runner_error"
+            elif run.exit == "deadline":
+                category = "timeout"
             else:
-                counts = read.counts
-                matched = ids_match(read.ids, task.hidden.expected)
-                report_ids = "match" if matched else "mismatch"
-                category = _judge(run.returncode, read, task.hidden.expected)
+                try:
+                    read = read_report(report, task.hidden.report)
+                except ReportUnreadable:
+                    category = "report_missing"
+                else:
+                    counts = read.counts
+                    matched = ids_match(read.ids, task.hidden.expected)
+                    report_ids = "match" if matched else "mismatch"
+                    category = _judge(run.returncode, read, task.hidden.expected)
     passed = (
         category == "ok"
         and report_ids == "match"

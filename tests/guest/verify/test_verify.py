@@ -153,6 +153,21 @@ def test_unreachable_scratch_is_refused(tmp_path: Path, scratch: Path) -> None:
     assert traversable_by(closed, (65534, 65534))
 
 
+def test_a_runtime_root_the_judge_cannot_reach_is_a_runner_error(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The split judge and the solution's process import our modules from the runtime
+    # root; one they cannot reach (seen: a runtime cache under pytest's 0700 tmp tree)
+    # made the judge die at start and read as `report_missing`. It is the runner's failure.
+    closed = scratch / "runtime"
+    closed.mkdir(mode=0o700)
+    monkeypatch.setattr("guest.verify.run.RUNTIME_ROOT", str(closed))
+    task, task_dir, workspace = task_copy("py-one-line-fix", scratch)
+    assert task.hidden.judge == "split"
+    record = verify(task, task_dir, task_digest(task_dir), workspace, scratch / "v")
+    assert (record.category, record.result, record.judge) == ("runner_error", "failed", "split")
+
+
 def test_report_parsers() -> None:
     junit = (
         b'<testsuites><testsuite errors="0"><testcase/><testcase><failure/></testcase>'
