@@ -173,14 +173,19 @@ def _live(trials_root: Path, tag: str) -> bool:
 
 
 def _names_root(pid: str, trials_root: Path, proc: Path) -> bool:
-    """Whether a process's command line names a VM scratch path under `trials_root` (as
-    given or resolved): a QEMU's disks, sockets and logs live in its trial's scratch."""
+    """Whether a process's command line names a VM scratch path under `trials_root`
+    (absolute, as given or resolved): a QEMU's disks, sockets and logs live in its
+    trial's scratch. The path must start an argument or follow `=`, `:` or `,` (QEMU's
+    option syntax), so `/b/trials` never matches inside `/a/b/trials`."""
     try:
         cmdline = (proc / pid / "cmdline").read_bytes()
     except OSError:
         return False
-    roots = {str(trials_root), os.path.realpath(trials_root)}
-    return any(f"{root}/{NAME_PREFIX}".encode() in cmdline for root in roots)
+    roots = {os.path.abspath(trials_root), os.path.realpath(trials_root)}
+    return any(
+        re.search(rb"(?:^|[\0=:,])" + re.escape(f"{root}/{NAME_PREFIX}".encode()), cmdline)
+        for root in roots
+    )
 
 
 def find_leftovers(

@@ -162,3 +162,15 @@ def test_host_wide_files_of_a_tag_without_trace_are_left_alone(tmp_path: Path) -
     assert [
         i for i in find_leftovers(trials, temp, logs, tmp_path / "proc") if i.tag == "0badc0de"
     ] == []
+
+
+def test_a_root_inside_another_roots_path_is_not_a_trace(tmp_path: Path) -> None:
+    # /t/a names no trial of /s/t/a: the path must start the argument (or follow = : ,).
+    mine, proc = tmp_path / "a", tmp_path / "proc"
+    mine.mkdir()
+    theirs = Path(f"{tmp_path}/outer{mine}")
+    _fake_qemu(proc, 10, "-name", "guest=harness-vm-0badc0de", "-drive",
+               f"file={theirs}/harness-vm-0badc0de-Ab_12cd3/overlay.qcow2")  # fmt: skip
+    assert [i for i in find_leftovers(mine, mine, mine, proc) if i.tag == "0badc0de"] == []
+    found = find_leftovers(theirs, theirs, theirs, proc)
+    assert ("qemu_process", "10") in {(i.kind, i.name) for i in found}
