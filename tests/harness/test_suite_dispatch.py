@@ -32,22 +32,10 @@ from harness.suite.spec import load_suite
 from harness.trial.diskfiles import REPO
 from receipts.records import SourceRecord
 from tests.harness.cleanclone import clean_clone, dirt
+from tests.harness.test_dispatch import COMMIT, OTHER, _source
 
-COMMIT, TREE, OTHER = "c" * 40, "d" * 40, "e" * 40
 SUITE_SHA = "5" * 64
 SUITE_ID, OTHER_SUITE = "a" * 32, "b" * 32
-
-
-def _source(tree: str = TREE, state: str = "clean") -> SourceRecord:
-    return SourceRecord(
-        category="ok",
-        kind="git",
-        commit=COMMIT,
-        tree=tree,
-        tree_state=state,
-        installed_record_sha256=None,
-        duration_ms=1,
-    )
 
 
 @pytest.fixture
