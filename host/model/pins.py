@@ -264,8 +264,10 @@ def verify_source(
     return PinReport(pins, table_digest(pins))
 
 
-def pins_of(root: Path) -> list[Pin]:
-    """Record the pin table of *root* (what ``harness model pin`` prints)."""
+def snapshot_files(root: Path) -> dict[str, Path]:
+    """The files a pin of *root* would name (relative name -> the path to read), refusing
+    what no pin table may hold: a linked or missing root, a ``__pycache__``, a link that
+    is not an HF-cache blob link, a special file."""
     if root.is_symlink():
         raise PinError("symlink")
     if not root.is_dir():
@@ -273,8 +275,13 @@ def pins_of(root: Path) -> list[Pin]:
     files, caches = _walk(root)
     if caches:
         raise PinError("pycache_present", caches[0])
+    return files
+
+
+def pins_of(root: Path) -> list[Pin]:
+    """Record the pin table of *root* (what ``harness model pin`` prints)."""
     pins: list[Pin] = []
-    for name, path in files.items():
+    for name, path in snapshot_files(root).items():
         digest, size = sha256_file(path)
         pins.append(Pin(name, size, digest))
     return pins

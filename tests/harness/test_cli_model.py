@@ -159,3 +159,24 @@ def test_prepare_names_a_stray_symlink_and_the_layouts_that_work(tmp_path: Path)
         "harness model: refused: pin_symlink: symlink_absolute (tokenizer_config.json)"
     )
     assert "snapshots/REVISION" in lines[1]
+
+
+def test_prepare_pin_needs_a_source_and_a_snapshot_profile(tmp_path: Path) -> None:
+    """`--pin` pins an operator's snapshot: without `--source`, or for a profile whose
+    model is not a snapshot (tiny is synthesized), it is a usage error (exit 2) and
+    nothing is written."""
+    for argv in (
+        ["--profile", "qwen4b", "--pin"],
+        ["--profile", "tiny", "--pin", "--source", str(tmp_path)],
+    ):
+        done = subprocess.run(
+            [*HARNESS, "model", "prepare", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=REPO,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )
+        assert done.returncode == 2, done.stderr
+        assert "--pin needs --source" in done.stderr
+    assert not (tmp_path / ".cache").exists()

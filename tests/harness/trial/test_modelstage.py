@@ -113,6 +113,48 @@ def test_operator_pin_lock_for_a_snapshot(tmp_path: Path) -> None:
         pin_snapshot("qwen4b", snapshot, locks)
 
 
+def test_prepare_with_pin_writes_the_lock_a_pin_would(tmp_path: Path) -> None:
+    """`model prepare --pin`: one pass pins and converts; the lock it writes holds the
+    pins `pin` writes, a trial then adopts the GGUF through that lock, and the record is
+    an operator-locked snapshot's. A snapshot prepare refuses leaves no lock.
+    Mutation control: not writing the lock after the pass leaves the trial
+    ``source_unreadable`` (no pins) and this test fails."""
+    from harness.profiles.lock import load_lock, pin_snapshot
+    from host.model.synth import synthesize_tiny
+    from tests.host.model.helpers import edit_json
+
+    snapshot = tmp_path / "snapshot"
+    synthesize_tiny(snapshot)
+    profile = load_profile("qwen4b")
+    locks, cache = tmp_path / "profiles", tmp_path / "cache"
+    locks.mkdir()
+    built = prepare(profile, cache, snapshot, locks, pin=True).record
+    assert (built.category, built.pins_from, built.source_kind, built.provenance) == (
+        "ok",
+        "operator_lock",
+        "hf_snapshot",
+        "built_by_this_run",
+    )
+    lock = load_lock("qwen4b", locks)
+    assert lock is not None and lock.pinned_by == "operator"
+    apart = tmp_path / "apart"
+    apart.mkdir()
+    assert pin_snapshot("qwen4b", snapshot, apart).pins == lock.pins
+    adopted = prepare(profile, cache, locks=locks).record
+    assert (adopted.category, adopted.provenance, adopted.gguf_sha256) == (
+        "ok",
+        "adopted_from_cache",
+        built.gguf_sha256,
+    )
+    other = tmp_path / "other"
+    synthesize_tiny(other)
+    edit_json(other / "config.json", lambda c: c.update(model_type="mistral"))
+    (locks / "qwen4b.lock.json").unlink()
+    refused = prepare(profile, cache, other, locks, pin=True).record
+    assert refused.category == "config_contradicts_profile"
+    assert load_lock("qwen4b", locks) is None
+
+
 _PREPARE_TINY = """
 import sys
 import subprocess
