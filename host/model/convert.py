@@ -66,7 +66,7 @@ from host.model.vocab import (
     read_vocab,
     resolve_special,
 )
-from host.model.writeback import start_writeback
+from host.model.writeback import drop_written, start_writeback
 from receipts.staging import TargetExists, staged_directory
 
 if TYPE_CHECKING:
@@ -556,6 +556,7 @@ class HashingFile(io.BufferedWriter):
         # 0: never start writeback early; else every this many bytes (WRITEBACK_BYTES)
         self._writeback_bytes = writeback_bytes
         self.writeback_from = 0  # bytes before this offset have been handed to the disk
+        self.dropped_from = 0  # bytes before this offset are written and out of the cache
 
     def write_nowait(self, buffer: ReadableBuffer, /) -> Future[None]:
         """Count and write *buffer* now; hash it on the hashing thread."""
@@ -567,6 +568,10 @@ class HashingFile(io.BufferedWriter):
         if self._writeback_bytes and self.count - self.writeback_from >= self._writeback_bytes:
             self.flush()  # the range must be in the page cache, not in our buffer
             start_writeback(self.fileno(), self.writeback_from, self.count - self.writeback_from)
+            # the range handed to the disk one step earlier: written by now (or soon),
+            # and never read again here, so out of the page cache (writeback.py)
+            drop_written(self.fileno(), self.dropped_from, self.writeback_from - self.dropped_from)
+            self.dropped_from = self.writeback_from
             self.writeback_from = self.count
         return hashed
 

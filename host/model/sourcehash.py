@@ -37,6 +37,7 @@ GAP_CHUNK = 16 << 20
 # idles while we write (the kernel's own readahead window is smaller than a chunk), so
 # the cold read and the write take turns instead of overlapping. 0 turns it off.
 READ_AHEAD_BYTES = 64 << 20
+DROP_READ = True  # drop each range from the page cache once read (see _drop)
 
 
 def _pread_into(fd: int, view: memoryview, offset: int) -> None:
@@ -81,6 +82,7 @@ class HashedSource:
             cancel.check()
             data = bytearray(min(GAP_CHUNK, until - self.hashed))
             _pread_into(self.fd, memoryview(data), self.hashed)
+            self._drop(self.hashed, len(data))
             self.hash_only_bytes += len(data)
             self._submit(memoryview(data)).result()
 
@@ -92,6 +94,7 @@ class HashedSource:
             self._hash_gap(offset)
         _pread_into(self.fd, view, offset)
         self._read_ahead(offset + len(view))
+        self._drop(offset, len(view))
         if offset == self.hashed:
             return self._submit(view)
         self.unhashed_bytes += len(view)
@@ -102,6 +105,13 @@ class HashedSource:
         result is ignored, and the bytes are still read, hashed and checked)."""
         if READ_AHEAD_BYTES and offset < self.size:
             os.posix_fadvise(self.fd, offset, READ_AHEAD_BYTES, os.POSIX_FADV_WILLNEED)
+
+    def _drop(self, offset: int, nbytes: int) -> None:
+        """Drop bytes just read from the page cache: they are in our buffer now, the
+        pass never reads them again, and 8 GB of cached source pushed the machine into
+        reclaim, which cost more CPU than the conversion (docs/model-conversion.md)."""
+        if DROP_READ:
+            os.posix_fadvise(self.fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
 
     def read(self, offset: int, nbytes: int) -> bytes:
         """*nbytes* from *offset* (fewer only past the end), hashed like any read."""
