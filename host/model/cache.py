@@ -42,7 +42,6 @@ from host.model.convert import (
     write_gguf,
 )
 from host.model.diskspace import require_free_space
-from host.model.keys import content_key
 from host.model.pins import (
     IMPORTABLE_SUFFIXES,
     ExpectedArchitecture,
@@ -58,6 +57,7 @@ from host.model.sourcehash import HashedSource
 from host.model.verify_gguf import InWriteCheck, verify_written
 from host.model.vocab import load_json_object
 from receipts.canonical import canonical
+from receipts.modelkey import converted_inputs, converted_key
 from receipts.staging import fill_lock, staged_directory, staged_unnamed
 from receipts.strictjson import StrictJsonError, loads_strict
 
@@ -101,16 +101,13 @@ def default_cache_root() -> Path:
 
 def cache_inputs(source_pins_sha256: str, outtype: OutType) -> dict[str, Any]:
     """The declared inputs that determine the GGUF's bytes."""
-    return {
-        "converter_version": CONVERTER_VERSION,
-        "outtype": outtype,
-        "source_pins_sha256": source_pins_sha256,
-    }
+    return converted_inputs(source_pins_sha256, CONVERTER_VERSION, outtype)
 
 
 def cache_key(source_pins_sha256: str, outtype: OutType) -> str:
-    """SHA-256 of the canonical JSON of the declared inputs."""
-    return content_key(cache_inputs(source_pins_sha256, outtype))
+    """SHA-256 of the canonical JSON of the declared inputs (receipts/modelkey.py: the
+    audit recomputes it from the model record)."""
+    return converted_key(source_pins_sha256, CONVERTER_VERSION, outtype)
 
 
 def read_entry(data: bytes) -> tuple[str, str] | None:

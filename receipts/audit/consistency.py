@@ -12,6 +12,7 @@ from collections.abc import Callable
 from receipts.audit.context import AuditContext
 from receipts.claim import agent_totals, may_claim, void_from, worker_totals
 from receipts.cleanupset import missing_cleanup
+from receipts.modelkey import converted_key, wheel_member_key
 from receipts.records import (
     AgentRecord,
     ToolCallRecord,
@@ -151,6 +152,30 @@ def _model_reference(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordS
         ctx.add("consistency", "model_reference", "reference_mismatch", "worker.json")
 
 
+def _model_cache_key(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
+    """The cache key is a digest of the record's own declared inputs: recompute it.
+
+    A converted GGUF's key follows from the pins, the converter and the output type (the
+    file type a conversion writes is its output type); an extracted one's from the
+    wheel's pins. A key that does not follow names some other entry than the one whose
+    inputs the record states.
+    """
+    model = records.model
+    if model is None or model.category != "ok" or model.cache_key is None:
+        return
+    if model.pin_sha256 is None:
+        expected = None
+    elif model.conversion == "converted":
+        if model.converter_version is None or model.file_type is None:
+            expected = None
+        else:
+            expected = converted_key(model.pin_sha256, model.converter_version, model.file_type)
+    else:
+        expected = wheel_member_key(model.pin_sha256)
+    if model.cache_key != expected:
+        ctx.add("consistency", "model_cache_key", "reference_mismatch", "model.json")
+
+
 def _verification_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     verification = records.verification
     if verification is None:
@@ -251,6 +276,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("turn_references", _turn_references),
     ("tool_call_references", _tool_call_references),
     ("model_reference", _model_reference),
+    ("model_cache_key", _model_cache_key),
     ("verification_counts", _verification_counts),
     ("confinement", _confinement),
     ("oom", _oom),

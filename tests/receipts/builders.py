@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from receipts.modelkey import converted_key
 from receipts.records import (
     AgentRecord,
     AgentTurnRecord,
@@ -248,7 +249,7 @@ def accepted_model_trial() -> RecordSet:
             tensors=TensorCounts(f32=5, f16=0, bf16=18, q8_0=0, q4_1=0, other=0),
             gguf_size_bytes=1_234_567,
             gguf_sha256=GGUF,
-            cache_key=D3,
+            cache_key=converted_key(D2, "1.0.0", "bf16"),  # audited: follows from the above
             provenance="adopted_from_cache",
             verify_source_ms=4,
             convert_ms=0,

@@ -19,6 +19,7 @@ from receipts.audit import ALL_RULES, audit_bytes
 from receipts.audit.findings import AuditCategory
 from receipts.bundle import FILE_MODE, bundle_bytes, zip_info
 from receipts.canonical import canonical
+from receipts.modelkey import converted_key
 from receipts.records.base import Record
 from receipts.recordset import MANIFEST_NAME
 from tests.receipts import tamper
@@ -361,6 +362,17 @@ def _model_reference() -> bytes:
     )
 
 
+def _model_cache_key() -> bytes:
+    """The key of another entry (here: the same pins, another output type), the rest
+    of the record left as it was: the key no longer follows from what it states."""
+    records = accepted_model_trial()
+    assert records.model is not None and records.model.pin_sha256 is not None
+    other = converted_key(records.model.pin_sha256, "1.0.0", "q8_0")
+    return tamper.forge_records(
+        with_changes(records, model=replace(records.model, cache_key=other))
+    )
+
+
 def _verification_inconsistent() -> bytes:
     records = accepted_model_trial()
     assert records.verification is not None
@@ -537,6 +549,7 @@ CASES: dict[str, Case] = {
     "turn_reference": Case(_turn_reference, "reference_mismatch", "turn_references"),
     "tool_call_reference": Case(_tool_call_reference, "reference_mismatch", "tool_call_references"),
     "model_reference": Case(_model_reference, "reference_mismatch", "model_reference"),
+    "model_cache_key": Case(_model_cache_key, "reference_mismatch", "model_cache_key"),
     "verification_inconsistent": Case(
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
     ),

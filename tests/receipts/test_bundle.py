@@ -26,8 +26,9 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: verification/3, its judge).
-GOLDEN_ZIP_SHA256 = "9d64cda62bcee8e5e038352a3bc1f12caffac8c99a4aac68763204da0b568cb7"
+# update it in the same commit and say why (last: the model cache key made the key its
+# inputs give, for the audit rule model_cache_key).
+GOLDEN_ZIP_SHA256 = "a6ae1f22f1d0fbd6b9d6cb80cfb43fd4cb63a3b7833a60e35f358b789adc8b48"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

@@ -5,6 +5,13 @@ produced by the code of commit 33e6808 (the last commit that wrote
 `harness.receipt.trial/1`) in a scratch worktree. Its SHA-256 is the golden digest
 tests/receipts/test_bundle.py asserted at that commit.
 
+All four `fixtures/*-golden.zip` were then re-forged once (2026-12-02), changing one
+field: `model.json`'s `cache_key`, from the old builders' placeholder (`33…33`, which no
+inputs give) to the key its own pins, converter and file type give (receipts/modelkey.py),
+and the manifest entry for it. Real receipts always carried that key; the audit now
+checks it (`model_cache_key`), and a placeholder would fail it. Every other byte of
+every entry is the old writer's (checked entry by entry when re-forging).
+
 A truthful cancelled receipt: the stages before the cancelled one present and
 succeeded, the cancelled stage's record and every later one absent, cleanup and host
 state recorded. Each tamper below changes one thing (re-forging the manifest) so only
@@ -40,7 +47,7 @@ from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial, replace, with_changes
 
 FIXTURE = Path(__file__).parent / "fixtures" / "trial-v1-golden.zip"
-OLD_GOLDEN_ZIP_SHA256 = "a8f25fb72306aaf61ec610a409a21795a85376f3bc6b838c02ff73d10064c42b"
+OLD_GOLDEN_ZIP_SHA256 = "f0bd1ec43d9463ed5e3c79e273f334f2c80f54f4252cac47eb90e08cf511d180"
 """GOLDEN_ZIP_SHA256 of tests/receipts/test_bundle.py at 33e6808, before trial/2."""
 
 

@@ -12,6 +12,13 @@ consistency or the verdict rules can catch it.
 `fixtures/hoststate-v2-golden.zip` is made the same way by the code of 6d96414 (a commit
 that wrote `harness.receipt.hoststate/2`, and `memory/1`): its SHA-256 is the golden
 digest test_bundle.py asserted there.
+
+All four `fixtures/*-golden.zip` were then re-forged once (2026-12-02), changing one
+field: `model.json`'s `cache_key`, from the old builders' placeholder (`33…33`, which no
+inputs give) to the key its own pins, converter and file type give (receipts/modelkey.py),
+and the manifest entry for it. Real receipts always carried that key; the audit now
+checks it (`model_cache_key`), and a placeholder would fail it. Every other byte of
+every entry is the old writer's (checked entry by entry when re-forging).
 """
 
 from __future__ import annotations
@@ -37,10 +44,10 @@ from tests.receipts.legacy import fixture_entries as _fixture_entries
 from tests.receipts.legacy import v1_entries as _v1_entries
 
 FIXTURE_V2 = Path(__file__).parent / "fixtures" / "hoststate-v2-golden.zip"
-V2_GOLDEN_ZIP_SHA256 = "2a4fcd651ce06b90071f51bbe6abe36eef08ff0d706d4f78b84f848717904eec"
+V2_GOLDEN_ZIP_SHA256 = "006201119b9ba005b6d20fbc08429b7b612f961a2a8695dbdaef88a633b70961"
 """GOLDEN_ZIP_SHA256 of tests/receipts/test_bundle.py at 6d96414, before hoststate/3."""
 
-OLD_GOLDEN_ZIP_SHA256 = "d66df34e8e39063137ac8c5636c81a8973ed562b92e08a47e310512fb1400114"
+OLD_GOLDEN_ZIP_SHA256 = "e94bf79df2126c9b866e2ebc10b53124f03a8e3eda123d20fa45206024215a9a"
 """GOLDEN_ZIP_SHA256 of tests/receipts/test_bundle.py at 810ee03, before hoststate/2."""
 
 FACETS = ("routes", "resolver", "listening_sockets", "cgroups", "firewall")

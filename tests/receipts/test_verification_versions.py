@@ -6,6 +6,13 @@ produced by the code of main at 35bb273 (the last commit that wrote
 `harness.receipt.verification/2`) from `git archive`. Its SHA-256 is the golden digest
 tests/receipts/test_bundle.py asserted at that commit.
 
+All four `fixtures/*-golden.zip` were then re-forged once (2026-12-02), changing one
+field: `model.json`'s `cache_key`, from the old builders' placeholder (`33…33`, which no
+inputs give) to the key its own pins, converter and file type give (receipts/modelkey.py),
+and the manifest entry for it. Real receipts always carried that key; the audit now
+checks it (`model_cache_key`), and a placeholder would fail it. Every other byte of
+every entry is the old writer's (checked entry by entry when re-forging).
+
 Mutation controls: `VerificationRecordV2` left out of the kind's `legacy` ->
 test_an_old_verification_v2_receipt_still_audits fails (the entry is an unknown
 version); the `_judge_ran` validator removed -> test_judge_is_not_run_exactly_when_nothing_ran
@@ -25,7 +32,7 @@ from receipts.records import VerificationRecord, VerificationRecordV2
 from tests.receipts.builders import accepted_model_trial, replace
 
 FIXTURE = Path(__file__).parent / "fixtures" / "verification-v2-golden.zip"
-OLD_GOLDEN_ZIP_SHA256 = "0a215af1d299d118cb420cbc4705e221d15ccfc33300c1e4658b8926402267b2"
+OLD_GOLDEN_ZIP_SHA256 = "24bad0e81c43ca10eb3cdce50f02cde7c8eaa4322b58001c94b8a59210940b18"
 
 
 def test_an_old_verification_v2_receipt_still_audits() -> None:

@@ -21,6 +21,25 @@ def test_tiny_is_synthesized_converted_and_then_adopted(tmp_path: Path) -> None:
     assert again.record.gguf_sha256 == first.record.gguf_sha256
 
 
+def test_the_cache_key_is_the_one_the_audit_recomputes(tmp_path: Path) -> None:
+    """A real prepare's key follows from its record's own pins, converter and file type,
+    as the audit's ``model_cache_key`` rule recomputes it (receipts/modelkey.py); for
+    each output type the converter writes, the record's file type is that output type."""
+    from harness.profiles.model import Profile
+    from receipts.modelkey import converted_key
+
+    base = load_profile("tiny")
+    for outtype in ("bf16", "q8_0", "f16", "f32"):
+        model = base.model.model_copy(update={"outtype": outtype})
+        profile = Profile.model_validate(base.model_copy(update={"model": model}).model_dump())
+        record = prepare(profile, tmp_path / outtype).record
+        assert record.category == "ok" and record.file_type == outtype
+        assert record.pin_sha256 is not None and record.converter_version is not None
+        assert record.cache_key == converted_key(
+            record.pin_sha256, record.converter_version, record.file_type
+        )
+
+
 def test_a_wrong_pin_refuses_the_source(tmp_path: Path) -> None:
     profile = load_profile("tiny")
     pins = list(profile.model.pins)
