@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (one linear scr
             print(json.dumps({"prepare_split_ms": json.loads((out / "split.json").read_text())}))
         if name == "gguf_readback":
             ours_bytes = _our_gguf(read_from, args.reference_entry)
-            if not args.keep:
+            if not (args.keep or args.compare):  # --compare reads it at the end
                 shutil.rmtree(work / "prepare")  # one extra 8 GB copy at a time
         if name in ("copy_fsync", "pin_then_prepare", "prepare_pin"):
             shutil.rmtree(out)  # 8 GB not needed any more
