@@ -13,11 +13,10 @@ follow from them:
 - a worker that ended `ok` was started: its process, and on the host also its cgroup
   and socket.
 
-The trial's own scratch directory (`trial_scratch`) is released with a receipt too,
-and a failed removal fails the verdict like any other; it is not required here, because
-no record of a `trial/2` receipt says the scratch was made (receipts written before it
-had a receipt are still valid). It has a resource name of its own so that it can never
-stand in for a guest's `scratch_dir` in the counts below.
+- a `trial/3` trial made its own scratch directory (its first act) and its writer
+  releases it with a `trial_scratch` receipt. A `trial/2` receipt may predate that
+  receipt, so nothing is required of it (receipts/records/trial.py). The resource has
+  a name of its own so that it can never stand in for a guest's `scratch_dir`.
 
 Counts, not just kinds: two guests mean two of each. A receipt for a resource kind
 may appear more often than required (a release reports what it found); one may never
@@ -30,6 +29,7 @@ from collections import Counter
 from typing import get_args
 
 from receipts.records.cleanup import Resource
+from receipts.records.trial import TrialRecord
 from receipts.recordset import RecordSet
 
 GUEST_RESOURCES: tuple[Resource, ...] = (
@@ -48,6 +48,8 @@ GUEST_WORKER_RESOURCES: tuple[Resource, ...] = ("worker_process",)
 def required_cleanup(records: RecordSet) -> Counter[Resource]:
     """How many cleanup receipts of each resource kind the records require."""
     need: Counter[Resource] = Counter()
+    if isinstance(records.trial, TrialRecord):  # /3: the version promises the receipt
+        need["trial_scratch"] += 1
     for guest in (records.vm, records.verifier_vm):
         if guest is None or guest.host_key_sha256 is None:
             continue

@@ -33,6 +33,7 @@ from receipts.records import (
     ToolCallRecordV1,
     TrialRecord,
     TrialRecordV1,
+    TrialRecordV2,
     VerificationRecord,
     VerificationRecordV1,
     VerificationRecordV2,
@@ -49,7 +50,7 @@ from receipts.records.trial import Stage
 class RecordSet:
     """All records of one trial. Singletons are None when absent; sequences are in index order."""
 
-    trial: TrialRecord | TrialRecordV1 | None = None
+    trial: TrialRecord | TrialRecordV2 | TrialRecordV1 | None = None
     preflight: PreflightRecord | None = None
     source: SourceRecord | None = None
     dispatch: DispatchRecord | DispatchRecordV1 | None = None
@@ -110,7 +111,7 @@ class Kind:
 
 
 KINDS: Final[tuple[Kind, ...]] = (
-    Kind("trial", TrialRecord, sequence=False, legacy=(TrialRecordV1,)),
+    Kind("trial", TrialRecord, sequence=False, legacy=(TrialRecordV2, TrialRecordV1)),
     Kind("preflight", PreflightRecord, sequence=False),
     Kind("source", SourceRecord, sequence=False),
     Kind("dispatch", DispatchRecord, sequence=False, legacy=(DispatchRecordV1,)),

@@ -25,7 +25,7 @@ from receipts.records.memory import HeadroomSample, MemoryRecord, MemoryRecordV1
 from receipts.records.model import ModelRecord, TensorCounts
 from receipts.records.preflight import PreflightRecord
 from receipts.records.source import SourceRecord
-from receipts.records.trial import AnyTrialRecord, TrialRecord, TrialRecordV1
+from receipts.records.trial import AnyTrialRecord, TrialRecord, TrialRecordV1, TrialRecordV2
 from receipts.records.verification import (
     VerificationRecord,
     VerificationRecordV1,
@@ -66,6 +66,7 @@ __all__ = [
     "ToolCallRecordV1",
     "TrialRecord",
     "TrialRecordV1",
+    "TrialRecordV2",
     "VerificationRecord",
     "VerificationRecordV1",
     "VerificationRecordV2",

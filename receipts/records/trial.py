@@ -6,7 +6,7 @@ does not match the evidence makes the receipt invalid.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, Self, get_args
 
 from pydantic import Field, model_validator
 
@@ -88,8 +88,10 @@ PolicyV1 = Literal["model", "scripted"]
 """The policies a `trial/1` or `agent/1` record could name (no forced tool calls then)."""
 
 
-class TrialRecord(Record):
-    schema_: Literal["harness.receipt.trial/2"] = Field("harness.receipt.trial/2", alias="schema")
+class _TrialFields(Record):
+    """The fields of `trial/2` and `trial/3` (they differ only in what the version
+    promises about the cleanup receipts, see :class:`TrialRecord`)."""
+
     trial_id: TrialId
     harness_version: Version
     profile: Identifier
@@ -120,12 +122,29 @@ class TrialRecord(Record):
     verdict: Verdict
 
     @model_validator(mode="after")
-    def _one_ending(self) -> TrialRecord:
+    def _one_ending(self) -> Self:
         if (self.cancelled_stage is None) != (self.cancel_signal is None):
             raise ValueError("cancelled_stage and cancel_signal go together")
         if self.cancelled_stage is not None and self.internal_error_stage is not None:
             raise ValueError("a trial is cancelled or fails internally, not both")
         return self
+
+
+class TrialRecordV2(_TrialFields):
+    """The trial record before the trial's own scratch directory had a cleanup receipt,
+    read by the audit only (never written)."""
+
+    schema_: Literal["harness.receipt.trial/2"] = Field("harness.receipt.trial/2", alias="schema")
+
+
+class TrialRecord(_TrialFields):
+    """`trial/3`: the fields of `/2`, and a promise the version itself makes. A trial's
+    first act is making its scratch directory on the host, and a `/3` writer always
+    releases it with a `trial_scratch` cleanup receipt, so the audit requires one in
+    every `/3` receipt (receipts/cleanupset.py). A `/2` receipt may have been written
+    before that receipt existed, so nothing is required of it."""
+
+    schema_: Literal["harness.receipt.trial/3"] = Field("harness.receipt.trial/3", alias="schema")
 
 
 class TrialRecordV1(Record):
@@ -154,7 +173,7 @@ class TrialRecordV1(Record):
     verdict: VerdictV1
 
 
-AnyTrialRecord = TrialRecord | TrialRecordV1
+AnyTrialRecord = TrialRecord | TrialRecordV2 | TrialRecordV1
 """A trial record of any version the audit reads."""
 
 

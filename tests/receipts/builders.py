@@ -163,6 +163,7 @@ def _cleanup(*, host_worker: bool = True) -> tuple[CleanupRecord, ...]:
         *GUEST_CLEANUP,
         *worker_cgroup,
         *disks_and_cgroups,
+        ("trial_scratch", "directory_absent"),  # made first, released last
     )
     return tuple(
         CleanupRecord(

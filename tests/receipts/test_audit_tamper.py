@@ -390,6 +390,16 @@ def _verifier_lost_but_passed() -> bytes:
     )
 
 
+def _scratch_receipt_dropped() -> bytes:
+    """A trial/3 receipt without its own scratch directory's receipt (the resource a
+    leaked trial leaves on the host), the rest re-indexed."""
+    records = accepted_model_trial()
+    kept = [c for c in records.cleanup if c.resource != "trial_scratch"]
+    assert len(kept) == len(records.cleanup) - 1
+    cleanup = tuple(replace(c, index=i) for i, c in enumerate(kept))
+    return tamper.forge_records(with_changes(records, cleanup=cleanup))
+
+
 def _cleanup_dropped() -> bytes:
     """The agent guest's QEMU receipt dropped, the rest re-indexed: a shorter list that
     says nothing false, but one receipt the records require is gone."""
@@ -559,6 +569,9 @@ CASES: dict[str, Case] = {
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
     "backend_contradicts": Case(_backend_contradicts, "backend_mismatch", "backend"),
     "cleanup_dropped": Case(_cleanup_dropped, "cleanup_missing", "cleanup_coverage"),
+    "scratch_receipt_dropped": Case(
+        _scratch_receipt_dropped, "cleanup_missing", "cleanup_coverage"
+    ),
     "verifier_lost_but_passed": Case(
         _verifier_lost_but_passed, "verifier_inconsistent", "verifier_vm"
     ),

@@ -26,9 +26,9 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: the model cache key made the key its
-# inputs give, for the audit rule model_cache_key).
-GOLDEN_ZIP_SHA256 = "a6ae1f22f1d0fbd6b9d6cb80cfb43fd4cb63a3b7833a60e35f358b789adc8b48"
+# update it in the same commit and say why (last: trial/3, and the trial_scratch cleanup
+# receipt it promises).
+GOLDEN_ZIP_SHA256 = "02fbf400964ff2244579a6544f3aee0affb816e32cf4f373f6edf78e401cd8e0"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

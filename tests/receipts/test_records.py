@@ -76,6 +76,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
     assert len(set(every)) == len(every)
     legacy = [(kind, model) for kind in KINDS for model in kind.legacy]
     assert [model.schema_id() for _kind, model in legacy] == [
+        "harness.receipt.trial/2",
         "harness.receipt.trial/1",
         "harness.receipt.dispatch/1",
         "harness.receipt.agent/1",

@@ -31,7 +31,9 @@ def _own_the_records_resources(trial: Trial, records: RecordSet) -> None:
 
     async def release() -> tuple[CleanupResult, ...]:
         return tuple(
-            CleanupResult(c.resource, c.status, c.evidence, c.duration_ms) for c in records.cleanup
+            CleanupResult(c.resource, c.status, c.evidence, c.duration_ms)
+            for c in records.cleanup
+            if c.resource != "trial_scratch"  # the trial releases its own, for real
         )
 
     trial.owned.register("qemu_process", release)  # stands for all of them

@@ -96,7 +96,9 @@ def test_the_receipt_of_a_data_disk_failure_is_valid_and_failed_vm(tmp_path: Pat
         tool_calls=(),
         cleanup=tuple(
             replace(c, index=i)
-            for i, c in enumerate(c for c in base.cleanup if c.resource in ("cgroup", "data_disk"))
+            for i, c in enumerate(
+                c for c in base.cleanup if c.resource in ("cgroup", "data_disk", "trial_scratch")
+            )
         ),
     )
     records = claim(collected)
