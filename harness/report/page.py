@@ -18,6 +18,7 @@ from receipts.records import (
     HostStateRecordV2,
     MemoryRecord,
     MemoryRecordV1,
+    VerificationRecord,
     WorkerRequestRecord,
 )
 from receipts.records.hoststate import excluded_trials, facet_exclusions, facet_unrelated
@@ -31,6 +32,15 @@ td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left;font-size:.9rem
 th{background:#f3f3f3}.ok{color:#2f6f3a}.bad{color:#a32d2d;font-weight:600}
 code{font-size:.85rem}h2{margin-top:2rem}
 """
+
+
+def _judge(verification: object) -> str:
+    """Where the hidden tests' assertions ran (verification/3): ``split`` (a process that
+    never imports the agent's code), ``in_process`` or ``not_run``. An older record did
+    not say: every hidden test then ran in process (docs/receipts.md)."""
+    if isinstance(verification, VerificationRecord):
+        return verification.judge
+    return "not recorded (in process)"
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -193,6 +203,7 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
                     "fixture changed",
                     "files changed",
                     "network",
+                    "judge",
                 ],
                 [
                     (
@@ -204,6 +215,7 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
                         v.fixture_changed,
                         v.files_changed,
                         v.net_isolation,
+                        _judge(v),
                     )
                 ],
             )

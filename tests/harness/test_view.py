@@ -155,3 +155,18 @@ def test_the_request_table_says_how_tools_reached_the_model() -> None:
                                                            worker_requests=generic)))  # fmt: skip
     assert "<th>tools</th>" in html
     assert html.count("<td>generic</td>") == len(requests)
+
+
+def test_the_verification_table_says_where_the_judge_ran() -> None:
+    """verification/3 names the judge (split, in_process, not_run); a /2 receipt did not
+    record it and is shown as in process, which it was."""
+    from receipts.records import VerificationRecord
+
+    records = accepted_model_trial()
+    assert isinstance(records.verification, VerificationRecord)
+    html, _ = _page(bundle_bytes(records))
+    assert "<th>judge</th>" in html
+    assert f"<td>{records.verification.judge}</td>" in html
+    fixture = Path(__file__).parents[1] / "receipts" / "fixtures" / "verification-v2-golden.zip"
+    old, _ = _page(fixture.read_bytes())
+    assert "<td>not recorded (in process)</td>" in old
