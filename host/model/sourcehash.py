@@ -32,11 +32,6 @@ from host import cancel
 from host.model.categories import HeaderError
 
 GAP_CHUNK = 16 << 20
-# How far past each read the kernel is asked to start reading (posix_fadvise WILLNEED).
-# Why: the pass reads a chunk, then checks and writes it; without the hint the disk
-# idles while we write (the kernel's own readahead window is smaller than a chunk), so
-# the cold read and the write take turns instead of overlapping. 0 turns it off.
-READ_AHEAD_BYTES = 64 << 20
 DROP_READ = True  # drop each range from the page cache once read (see _drop)
 
 
@@ -93,18 +88,11 @@ class HashedSource:
         if offset > self.hashed:
             self._hash_gap(offset)
         _pread_into(self.fd, view, offset)
-        self._read_ahead(offset + len(view))
         self._drop(offset, len(view))
         if offset == self.hashed:
             return self._submit(view)
         self.unhashed_bytes += len(view)
         return None
-
-    def _read_ahead(self, offset: int) -> None:
-        """Ask the kernel to start reading what the pass reads next (a hint: its
-        result is ignored, and the bytes are still read, hashed and checked)."""
-        if READ_AHEAD_BYTES and offset < self.size:
-            os.posix_fadvise(self.fd, offset, READ_AHEAD_BYTES, os.POSIX_FADV_WILLNEED)
 
     def _drop(self, offset: int, nbytes: int) -> None:
         """Drop bytes just read from the page cache: they are in our buffer now, the
