@@ -151,6 +151,13 @@ SCOPES: dict[str, Scope] = {
         ("guest/worker/app.py", "guest/worker/memory.py", "guest/worker/guard.py"),
         ("tests/guest/worker",),
     ),
+    # The headroom reader alone, with the tests that read it directly (no worker process):
+    # the whole guest/worker scope (515 mutants, each running the worker's tests with a
+    # tiny model, about 40 s unmutated) takes hours; this part runs in minutes.
+    "guest/worker/memory": Scope(
+        ("guest/worker/memory.py",),
+        ("tests/guest/worker/test_units.py", "tests/receipts/test_kernelfacts.py"),
+    ),
     "receipts/core": Scope(
         (
             "receipts/bundle.py",
@@ -183,7 +190,14 @@ SCOPES: dict[str, Scope] = {
     "host/vm/budgets": Scope(("host/vm/budgets.py",), ("tests/host/vm/test_budgets.py",)),
     "receipts/audit/suite": Scope(
         ("receipts/audit/suite.py",),
-        ("tests/receipts/test_suite_receipt.py",),
+        (
+            "tests/receipts/test_suite_receipt.py",
+            "tests/receipts/test_suite_dispatch_audit.py",
+            "tests/receipts/test_suite_limits.py",
+            # The audit result's JSON Schema is published: a mutant that changes it (the
+            # findings' max_length) is caught there.
+            "tests/receipts/test_schema_docs.py",
+        ),
     ),
 }
 

@@ -50,6 +50,7 @@ from receipts.suitebundle import MEMBER_PREFIX, SUITE_RECORD_NAME, member_entry
 from receipts.types import Count, Sha256Hex
 
 MAX_SUITE_BYTES = 4 * 1024 * 1024 * 1024 - 1
+"""The ZIP32 limit (the writer uses no ZIP64); docs/suites.md states it."""
 _MEMBER_NAME = re.compile(r"^members/([0-9]{4,6})\.zip$")
 
 SuiteAuditCategory = Literal[
@@ -92,15 +93,6 @@ class SuiteAuditResult(Record):
     findings: Annotated[tuple[SuiteFinding, ...], Field(max_length=20_000)]
 
 
-def suite_entry_names(data: bytes) -> list[str] | None:
-    """The ZIP's entry names, or None when it is not a readable ZIP."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            return [info.orig_filename for info in zf.infolist()]
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
-        return None
-
-
 def is_suite_receipt(path: Path) -> bool:
     """Whether the ZIP at `path` is a suite receipt (it has a `suite.json` entry)."""
     try:
@@ -133,8 +125,11 @@ def _entries(data: bytes, findings: list[SuiteFinding]) -> dict[str, bytes] | No
                 if info.compress_type != zipfile.ZIP_STORED:
                     add("compressed_entry")
                     continue
+                # Cut at the entry's ceiling: the writer never writes an entry over it
+                # (suitebundle refuses a larger suite.json; a member over MAX_ZIP_BYTES
+                # is no trial receipt), so a cut entry never rebuilds the container.
                 ceiling = SUITE_CEILING_BYTES if name == SUITE_RECORD_NAME else MAX_ZIP_BYTES
-                entries[name] = zf.read(info)[: ceiling + 1]
+                entries[name] = zf.read(info)[:ceiling]
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
         add("zip_malformed")
         return None
@@ -270,6 +265,8 @@ def audit_suite_bytes(data: bytes) -> SuiteAuditResult:
 
 
 def read_suite_file(path: Path) -> bytes:
+    """The file, or its first `MAX_SUITE_BYTES + 1` bytes: enough to see that a larger
+    file is over the bound without reading all of it."""
     with path.open("rb") as handle:
         return handle.read(MAX_SUITE_BYTES + 1)
 

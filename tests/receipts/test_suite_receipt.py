@@ -359,3 +359,39 @@ def test_every_bad_entry_is_named(parts) -> None:  # type: ignore[no-untyped-def
                 else:
                     dst.writestr(info, data)
         assert categories(out.getvalue()).count(category) == 2, category
+
+
+def test_a_member_without_receipt_does_not_end_the_check(parts) -> None:  # type: ignore[no-untyped-def]
+    """A member listed first with no receipt (cancelled before it started) is skipped,
+    not the end of the audit: the member after it whose receipt was dropped from the
+    ZIP is still found missing. Mutation control: the `continue` after a member without
+    receipt as `break` leaves the second member unchecked and the suite valid."""
+    _, blobs = parts
+    members = (
+        entry("0000", None, state="cancelled", exit_code=None, missing="cancelled_before_start"),
+        entry("0001", blobs["0000"]),
+    )
+    record = suite(members)
+    assert audit_suite_bytes(suite_zip(record, {"0001": blobs["0000"]})).valid
+    dropped = audit_suite_bytes(suite_zip_raw(record, {}))
+    assert [(f.category, f.member_id) for f in dropped.findings] == [
+        ("member_receipt_missing", "0001")
+    ]
+
+
+def test_every_member_that_does_not_audit_is_named(parts) -> None:  # type: ignore[no-untyped-def]
+    """Two members whose receipts were edited inside (digests rewritten to match) are two
+    `member_invalid` findings, one per member. Mutation control: the `continue` after
+    `member_invalid` as `break` names the first only."""
+    record, blobs = parts
+    data = record.to_json()
+    forged: dict[str, bytes] = {}
+    for index, member_id in enumerate(("0000", "0001")):
+        with zipfile.ZipFile(io.BytesIO(blobs[member_id])) as zf:
+            inside = {i.filename: zf.read(i) for i in zf.infolist()}
+        inside["trial.json"] = inside["trial.json"].replace(b'"polyglot-py-bowling"', b'"x"')
+        forged[member_id] = zip_bytes(inside)
+        assert forged[member_id] != blobs[member_id]
+        data["members"][index]["zip_sha256"] = hashlib.sha256(forged[member_id]).hexdigest()
+    found = [(f.category, f.member_id) for f in audit_suite_bytes(raw_zip(data, forged)).findings]
+    assert found == [("member_invalid", "0000"), ("member_invalid", "0001")]
