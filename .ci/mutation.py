@@ -151,12 +151,12 @@ SCOPES: dict[str, Scope] = {
         ("guest/worker/app.py", "guest/worker/memory.py", "guest/worker/guard.py"),
         ("tests/guest/worker",),
     ),
-    # The headroom reader alone, with the tests that read it directly (no worker process):
-    # the whole guest/worker scope (515 mutants, each running the worker's tests with a
-    # tiny model, about 40 s unmutated) takes hours; this part runs in minutes.
+    # The headroom reader alone, with the only tests that reach it without a worker
+    # process: the whole guest/worker scope (515 mutants, each running the worker's tests
+    # with a tiny model, about 40 s unmutated) takes hours; this part runs in minutes.
     "guest/worker/memory": Scope(
         ("guest/worker/memory.py",),
-        ("tests/guest/worker/test_units.py", "tests/receipts/test_kernelfacts.py"),
+        ("tests/guest/worker/test_headroom.py", "tests/receipts/test_kernelfacts.py"),
     ),
     "receipts/core": Scope(
         (
