@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from guest.worker.memory import Headroom, HeadroomReader, HeadroomUnread
+from guest.worker.memory import Headroom, HeadroomReader, HeadroomUnread, discover_levels
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -121,3 +121,166 @@ def test_real_machine_headroom_is_readable() -> None:
     headroom = HeadroomReader().read()
     assert headroom.bytes > 0
     assert headroom.scope in ("self", "ancestor", "host")
+
+
+def _levels(cgroup: str, mountinfo: str) -> list[tuple[Path, int]]:
+    return [(level.directory, level.version) for level in discover_levels(cgroup, mountinfo)]
+
+
+def test_v1_levels_run_from_the_worker_s_cgroup_to_the_mount_root_once_each(
+    tmp_path: Path,
+) -> None:
+    """Every level from the worker's cgroup up to and including the v1 mount's root, each
+    once. Mutation control: the depth loop stopping at 1 (`range(..., 0, -1)`) leaves the
+    root out; running to -1 lists the root twice."""
+    mountinfo = f"35 31 0:32 / {tmp_path} rw,relatime - cgroup cgroup rw,memory\n"
+    assert _levels("4:memory:/a/b\n0::/\n", mountinfo) == [
+        (tmp_path / "a/b", 1),
+        (tmp_path / "a", 1),
+        (tmp_path, 1),
+    ]
+
+
+def test_a_mount_of_a_subtree_is_followed_from_its_own_root(tmp_path: Path) -> None:
+    """A cgroup namespace or a bind mount shows a subtree: the mount's root field is then
+    the subtree's path, and the worker's path is read relative to it. A mount whose root
+    does not hold the worker's path (`/outer` is no prefix of `/outerx`) is not its
+    hierarchy. Mutation control: `cgroup_path == mount_root` as `!=`, the `or` as `and`,
+    `+ "/"` as `- "/"`, and `or "/"` as `and "/"` each fail one of these."""
+    mountinfo = f"35 31 0:32 /outer {tmp_path} rw - cgroup cgroup rw,memory\n"
+    assert _levels("4:memory:/outer/inner\n", mountinfo) == [
+        (tmp_path / "inner", 1),
+        (tmp_path, 1),
+    ]
+    assert _levels("4:memory:/outer\n", mountinfo) == [(tmp_path, 1)]
+    assert _levels("4:memory:/outerx/inner\n", mountinfo) == []
+    assert _levels("4:memory:/elsewhere\n", mountinfo) == []
+
+
+def test_v1_is_preferred_when_both_hierarchies_offer_memory(tmp_path: Path) -> None:
+    """The docstring's rule: the v1 memory controller decides when it is mounted, even if
+    the unified tree also lists memory. Mutation control: `chosen is None and v2_path is
+    not None` as `or` switches to v2."""
+    v2 = tmp_path / "unified"
+    _write(v2, {"cgroup.controllers": "cpu memory\n"})
+    mountinfo = (
+        f"35 31 0:32 / {tmp_path / 'mem'} rw - cgroup cgroup rw,memory\n"
+        f"30 1 0:26 / {v2} rw - cgroup2 cgroup2 rw\n"
+    )
+    assert _levels("4:memory:/a\n0::/a\n", mountinfo) == [
+        (tmp_path / "mem/a", 1),
+        (tmp_path / "mem", 1),
+    ]
+
+
+def test_a_v2_mount_that_does_not_hold_the_worker_is_no_level(tmp_path: Path) -> None:
+    """A unified mount of another subtree, even one with the memory controller, is not the
+    worker's: no level, only the host decides. Mutation control: `rel is not None and
+    controllers.exists()` as `or` takes it (and crashes on the missing path)."""
+    _write(tmp_path, {"cgroup.controllers": "memory\n"})
+    mountinfo = f"30 1 0:26 /other {tmp_path} rw - cgroup2 cgroup2 rw\n"
+    assert _levels("0::/mine\n", mountinfo) == []
+
+
+def test_short_mount_lines_are_skipped_and_the_rest_still_read(tmp_path: Path) -> None:
+    """Lines without the separator or with too few fields on either side are skipped, not
+    an IndexError and not the end of the table; a line with just the fields the reader
+    uses (root and mount point before the separator; type, source and options after) is
+    read. Mutation control: the skip's `continue` as `break` loses the memory mount after
+    it; `len(fields) < 5` as `< 4` or `len(tail) < 3` as `< 2` crashes on the short
+    lines; `< 6` skips the five-field line."""
+    mountinfo = "\n".join(
+        [
+            "no separator at all",
+            "36 31 0:33 / - cgroup cgroup rw,memory",  # 4 fields before the separator
+            f"37 31 0:34 / {tmp_path / 'x'} rw - cgroup cgroup",  # 2 after it
+            f"35 31 0:32 / {tmp_path} - cgroup cgroup rw,memory",  # 5 before, 3 after
+        ]
+    )
+    assert _levels("4:memory:/a\n", mountinfo) == [(tmp_path / "a", 1), (tmp_path, 1)]
+
+
+def _v2_tree(tmp_path: Path, files: dict[str, str]) -> HeadroomReader:
+    fs = tmp_path / "cg2"
+    _write(fs, {"cgroup.controllers": "memory\n"})
+    _write(fs / "w", files)
+    _write(tmp_path, {
+        "cgroup": "0::/w\n",
+        "mountinfo": f"30 1 0:26 / {fs} rw - cgroup2 cgroup2 rw\n",
+        "meminfo": MEMINFO,
+    })  # fmt: skip
+    return HeadroomReader(tmp_path / "cgroup", tmp_path / "mountinfo", tmp_path / "meminfo")
+
+
+def test_a_v2_limit_of_exactly_the_no_limit_value_is_no_limit(tmp_path: Path) -> None:
+    """v1 writes 9223372036854771712 for no limit, and the same value at v2 means the same:
+    the level decides nothing and its memory.stat is not needed. Mutation control:
+    `limit >= UNLIMITED` as `>` reads the absent memory.stat and fails closed."""
+    reader = _v2_tree(tmp_path, {"memory.max": "9223372036854771712\n"})
+    assert reader.read() == Headroom(50000 * 1024, "host")
+
+
+def test_a_level_over_its_limit_has_no_headroom_not_a_negative_one(tmp_path: Path) -> None:
+    """Usage above the limit (the kernel lets it happen before reclaim) is zero headroom.
+    Mutation control: `max(value, 0)` as `max(value, -1)` answers -1."""
+    reader = _v2_tree(
+        tmp_path,
+        {"memory.max": "100\n", "memory.current": "300\n", "memory.stat": "inactive_file 0\n"},
+    )
+    assert reader.read() == Headroom(0, "self")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("memory.max", None),
+        ("memory.max", b"\xff\xfe\n"),
+        ("memory.current", None),
+        ("memory.current", "12\xe9\n".encode("latin-1")),
+    ],
+)
+def test_a_limit_file_missing_or_not_ascii_is_unread(
+    tmp_path: Path, name: str, content: bytes | None
+) -> None:
+    """Fails closed with the file's name, never a crash or a guess. Mutation control:
+    either exception of `_read_int`'s `except (OSError, UnicodeDecodeError)` made dead
+    lets it escape as itself."""
+    reader = _v2_tree(
+        tmp_path,
+        {"memory.max": "100\n", "memory.current": "50\n", "memory.stat": "inactive_file 0\n"},
+    )
+    path = tmp_path / "cg2/w" / name
+    path.unlink()
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(HeadroomUnread) as info:
+        reader.read()
+    assert str(info.value) == name
+
+
+@pytest.mark.parametrize("name", ["cgroup", "meminfo"])
+def test_a_proc_file_missing_or_not_utf8_is_unread(tmp_path: Path, name: str) -> None:
+    """The membership and meminfo files too: missing, or not UTF-8, is HeadroomUnread.
+    Mutation control: either exception of `_text`'s handler made dead lets it escape."""
+    for content in (None, b"\xff\xfe\n"):
+        reader = _v2_tree(tmp_path, {"memory.max": "max\n"})
+        (tmp_path / name).unlink()
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+        with pytest.raises(HeadroomUnread):
+            reader.read()
+
+
+def test_the_mount_table_is_read_again_only_when_membership_changes(tmp_path: Path) -> None:
+    """The watchdog reads every 25 ms; the mount table is parsed once per membership (the
+    docstring's measured cost). A mount table that became unreadable is not read while
+    membership stays, and is read (and fails closed) once it changes. Mutation control:
+    comparing the cached levels instead of the cached text (`cached[1] == cgroup_text`)
+    rereads it every time and fails the second reading."""
+    reader = _v2_tree(tmp_path, {"memory.max": "max\n"})
+    assert reader.read() == Headroom(50000 * 1024, "host")
+    (tmp_path / "mountinfo").unlink()
+    assert reader.read() == Headroom(50000 * 1024, "host")
+    (tmp_path / "cgroup").write_text("0::/\n")
+    with pytest.raises(HeadroomUnread):
+        reader.read()
