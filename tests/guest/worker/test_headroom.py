@@ -213,16 +213,75 @@ def _v2_tree(tmp_path: Path, files: dict[str, str]) -> HeadroomReader:
 
 
 def test_a_v2_limit_of_exactly_the_no_limit_value_is_no_limit(tmp_path: Path) -> None:
-    """v1 writes 9223372036854771712 for no limit, and the same value at v2 means the same:
-    the level decides nothing and its memory.stat is not needed. Mutation control:
-    `limit >= UNLIMITED` as `>` reads the absent memory.stat and fails closed."""
-    reader = _v2_tree(tmp_path, {"memory.max": "9223372036854771712\n"})
+    """At or above 2**62 is the kernel's "no limit" (receipts/kernelfacts.py): a level
+    at exactly that decides nothing and its memory.stat is not needed; one byte less is
+    a limit and is read. Mutation control: `limit >= UNLIMITED` as `>` reads the absent
+    memory.stat and fails closed."""
+    reader = _v2_tree(tmp_path, {"memory.max": f"{1 << 62}\n"})
     assert reader.read() == Headroom(50000 * 1024, "host")
+    (tmp_path / "cg2/w/memory.max").write_text(f"{(1 << 62) - 1}\n")
+    with pytest.raises(HeadroomUnread):
+        reader.read()
+
+
+def _v1_tree(tmp_path: Path, files: dict[str, str]) -> HeadroomReader:
+    fs = tmp_path / "mem"
+    _write(fs / "w", files)
+    _write(tmp_path, {
+        "cgroup": "4:memory:/w\n0::/\n",
+        "mountinfo": f"35 31 0:32 /w {fs / 'w'} rw - cgroup cgroup rw,memory\n",
+        "meminfo": MEMINFO,
+    })  # fmt: skip
+    return HeadroomReader(tmp_path / "cgroup", tmp_path / "mountinfo", tmp_path / "meminfo")
+
+
+def test_v1_limits_of_exactly_the_no_limit_value_are_no_limits(tmp_path: Path) -> None:
+    """v1 at exactly 2**62 for both the memory and the memory+swap limit: no limit, and
+    the level's memory.stat and usage files are not read. Mutation control: either
+    `>= UNLIMITED` of the no-limit test as `>` reads the absent memory.stat."""
+    no_limit = f"{1 << 62}\n"
+    reader = _v1_tree(
+        tmp_path,
+        {"memory.limit_in_bytes": no_limit, "memory.memsw.limit_in_bytes": no_limit},
+    )
+    assert reader.read() == Headroom(50000 * 1024, "host")
+
+
+@pytest.mark.parametrize("limited", ["memory", "memsw"])
+def test_v1_reads_only_the_usage_of_the_limit_that_is_set(tmp_path: Path, limited: str) -> None:
+    """With one of the two v1 limits at exactly 2**62 (none) and the other set, only the
+    set one's usage file is read (the other is absent here). Mutation control: `limit <
+    UNLIMITED` or `sw_limit < UNLIMITED` as `<=` reads the absent usage file."""
+    no_limit, limit = f"{1 << 62}\n", str(40 << 20)
+    files = {"memory.stat": f"total_inactive_file {4 << 20}\n"}
+    if limited == "memory":
+        files |= {"memory.limit_in_bytes": limit, "memory.memsw.limit_in_bytes": no_limit,
+                  "memory.usage_in_bytes": str(30 << 20)}  # fmt: skip
+    else:
+        files |= {"memory.limit_in_bytes": no_limit, "memory.memsw.limit_in_bytes": limit,
+                  "memory.memsw.usage_in_bytes": str(30 << 20)}  # fmt: skip
+    reader = _v1_tree(tmp_path, files)
+    assert reader.read() == Headroom((40 << 20) - (26 << 20), "self")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("memory.max", "12k\n"), ("memory.current", "\n"), ("memory.stat", "inactive_file x\n")],
+)
+def test_a_figure_that_is_no_integer_is_unread(tmp_path: Path, name: str, text: str) -> None:
+    """Fails closed with the file's name, never a ValueError. Mutation control: the
+    `except ValueError` of `_read_int` or of `_stat_field` made dead lets it escape."""
+    files = {"memory.max": "100\n", "memory.current": "50\n", "memory.stat": "inactive_file 0\n"}
+    reader = _v2_tree(tmp_path, files | {name: text})
+    with pytest.raises(HeadroomUnread) as info:
+        reader.read()
+    assert str(info.value) == name
 
 
 def test_a_level_over_its_limit_has_no_headroom_not_a_negative_one(tmp_path: Path) -> None:
     """Usage above the limit (the kernel lets it happen before reclaim) is zero headroom.
-    Mutation control: `max(value, 0)` as `max(value, -1)` answers -1."""
+    Mutation control: `max(value, 0)` as `max(value, -1)` or `max(value, 1)` answers -1
+    or 1."""
     reader = _v2_tree(
         tmp_path,
         {"memory.max": "100\n", "memory.current": "300\n", "memory.stat": "inactive_file 0\n"},
