@@ -343,3 +343,49 @@ def test_the_mount_table_is_read_again_only_when_membership_changes(tmp_path: Pa
     (tmp_path / "cgroup").write_text("0::/\n")
     with pytest.raises(HeadroomUnread):
         reader.read()
+
+
+def test_the_file_system_type_decides_not_the_mount_source(tmp_path: Path) -> None:
+    """mountinfo's field after the separator is the type; the source is free text
+    (`mount -t cgroup2 none /sys/fs/cgroup` writes `none`). Mutation control: reading the
+    source (`tail[1]`) as the type finds no memory hierarchy."""
+    _write(tmp_path / "v2", {"cgroup.controllers": "memory\n"})
+    v1 = f"35 31 0:32 / {tmp_path / 'v1'} rw - cgroup none rw,memory\n"
+    v2 = f"30 1 0:26 / {tmp_path / 'v2'} rw - cgroup2 none rw\n"
+    assert _levels("4:memory:/a\n", v1) == [(tmp_path / "v1/a", 1), (tmp_path / "v1", 1)]
+    assert _levels("0::/a\n", v2) == [(tmp_path / "v2/a", 2)]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_first_mount_of_the_hierarchy_is_the_one_read(tmp_path: Path, version: int) -> None:
+    """A hierarchy mounted twice (a bind mount, a container's view) is read at its first
+    mount in the table. Mutation control: the `break` after the first match (v1's loop
+    or v2's) as `continue` takes the last one."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    if version == 1:
+        cgroup, kind = "4:memory:/a\n", "cgroup cgroup rw,memory"
+    else:
+        cgroup, kind = "0::/a\n", "cgroup2 cgroup2 rw"
+        for point in (first, second):
+            _write(point, {"cgroup.controllers": "memory\n"})
+    mountinfo = f"30 1 0:26 / {first} rw - {kind}\n31 1 0:26 / {second} rw - {kind}\n"
+    assert _levels(cgroup, mountinfo)[0] == (first / "a", version)
+
+
+def test_the_innermost_level_wins_a_tie(tmp_path: Path) -> None:
+    """Two levels with the same headroom: the worker's own cgroup is named (the docstring's
+    rule: innermost wins ties), so the record points at the level the worker can change.
+    Mutation control: `value <= best.bytes` as `<` keeps the ancestor."""
+    fs = tmp_path / "cg2"
+    _write(fs, {"cgroup.controllers": "memory\n"})
+    same = {"memory.max": str(30 << 20), "memory.current": str(10 << 20),
+            "memory.stat": "inactive_file 0\n"}  # fmt: skip
+    _write(fs / "outer", same)
+    _write(fs / "outer/inner", same)
+    _write(tmp_path, {
+        "cgroup": "0::/outer/inner\n",
+        "mountinfo": f"30 1 0:26 / {fs} rw - cgroup2 cgroup2 rw\n",
+        "meminfo": MEMINFO,
+    })  # fmt: skip
+    reader = HeadroomReader(tmp_path / "cgroup", tmp_path / "mountinfo", tmp_path / "meminfo")
+    assert reader.read() == Headroom(20 << 20, "self")
