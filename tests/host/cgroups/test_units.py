@@ -130,3 +130,18 @@ def test_spawn_fails_closed_when_joining_fails(tmp_path: Path) -> None:
         spawn_in_cgroup(cg, ["touch", str(marker)])
     assert err.value.category == "spawn_failed"
     assert not marker.exists()
+
+
+def test_the_file_system_type_decides_not_the_mount_source() -> None:
+    """After the separator come the type, the source and the super options; the source is
+    free text (`mount -t cgroup2 none ...`). Mutation control: reading the type one field
+    later (the source) finds no cgroup mount here."""
+    text = (
+        "34 31 0:29 / /sys/fs/cgroup/memory rw - cgroup none rw,memory\n"
+        "37 31 0:32 / /sys/fs/cgroup/unified rw - cgroup2 none rw\n"
+    )
+    mounts = {m.key: (m.version, m.mount_point) for m in parse_mountinfo(text)}
+    assert mounts == {
+        "memory": ("v1", Path("/sys/fs/cgroup/memory")),
+        "unified": ("v2", Path("/sys/fs/cgroup/unified")),
+    }

@@ -258,3 +258,24 @@ def test_add_process_to_one_controller_is_impossible_on_v2(hierarchy: V2Hierarch
     with pytest.raises(CgroupError) as err:
         cg.add_process_to(("pids",), os.getpid())
     assert err.value.category == "controller_missing"
+
+
+def test_add_process_to_names_the_first_controller_asked_for(hierarchy: V2Hierarchy) -> None:
+    """Mutation control: `controllers[0]` as `controllers[-1]` names the last."""
+    cg = _cg(hierarchy)
+    with pytest.raises(CgroupError) as err:
+        cg.add_process_to(("pids", "memory"), os.getpid())
+    assert (err.value.category, err.value.controller) == ("controller_missing", "pids")
+
+
+def test_a_cgroup_the_kernel_will_not_remove_is_remove_failed(
+    hierarchy: V2Hierarchy, imitation: ImitationV2Tree
+) -> None:
+    """rmdir refused (a child cgroup left inside: EBUSY) is `remove_failed`, not an
+    OSError. Mutation control: remove's `except OSError` made dead lets it escape."""
+    cg = _cg(hierarchy)
+    imitation.mkdir(imitation.root / "harness" / "trial-one" / "child")
+    with pytest.raises(CgroupError) as err:
+        cg.remove()
+    assert err.value.category == "remove_failed"
+    assert cg.exists()

@@ -1,0 +1,66 @@
+"""Interface-file I/O and parsing map every failure to its closed category
+(host/cgroups/fileio.py), and the member killer's pid handling (host/cgroups/members.py),
+on plain files and real processes: no cgroup is touched."""
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from host.cgroups.errors import CgroupError
+from host.cgroups.fileio import parse_int, write_text
+from host.cgroups.members import _signal_listed
+
+
+def _category(call: object, *args: object, **kwargs: object) -> CgroupError:
+    with pytest.raises(CgroupError) as err:
+        call(*args, **kwargs)  # type: ignore[operator]
+    return err.value
+
+
+def test_a_write_names_why_it_failed(tmp_path: Path) -> None:
+    """A missing file is `interface_file_missing`; a directory, or a write the device
+    refuses (/dev/full: ENOSPC at write, nothing is stored), is `write_rejected`.
+    Mutation control: `err.errno == errno.ENOENT` as `!=` swaps the first two; the
+    handler around `os.write` made dead lets OSError escape on /dev/full."""
+    missing = _category(write_text, tmp_path / "memory.max", "1", controller="memory")
+    assert (missing.category, missing.interface_file) == ("interface_file_missing", "memory.max")
+    assert _category(write_text, tmp_path, "1").category == "write_rejected"
+    full = _category(write_text, Path("/dev/full"), "1", controller="pids")
+    assert (full.category, full.controller) == ("write_rejected", "pids")
+
+
+def test_a_number_that_does_not_parse_names_its_file_or_none() -> None:
+    """Mutation control: `interface_file=name or None` as `name and None` drops the name."""
+    named = _category(parse_int, "12k", controller="memory", name="memory.max")
+    assert (named.category, named.interface_file) == ("parse_failed", "memory.max")
+    assert _category(parse_int, "", controller="memory").interface_file is None
+    assert parse_int(" -5\n") == -5
+
+
+def _reaped_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_a_pid_already_gone_does_not_stop_the_others_being_killed(tmp_path: Path) -> None:
+    """A listed pid that exited before it could be pinned is skipped, and the member
+    listed after it is still killed; every pidfd opened is closed again. Mutation
+    control: the `continue` after pidfd_open's ProcessLookupError as `break` leaves the
+    live member running; the closing loop made empty leaks a descriptor."""
+    gone = _reaped_pid()
+    member = subprocess.Popen(["sleep", "60"])
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text(f"{gone}\n{member.pid}\n")
+    fds_before = sorted(os.listdir("/proc/self/fd"))
+    try:
+        _signal_listed([("memory", procs)], [gone, member.pid])
+        assert member.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if member.poll() is None:
+            member.kill()
+            member.wait()
+    assert sorted(os.listdir("/proc/self/fd")) == fds_before
