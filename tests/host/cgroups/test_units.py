@@ -145,3 +145,82 @@ def test_the_file_system_type_decides_not_the_mount_source() -> None:
         "memory": ("v1", Path("/sys/fs/cgroup/memory")),
         "unified": ("v2", Path("/sys/fs/cgroup/unified")),
     }
+
+
+def test_an_unread_reading_keeps_the_reason_it_was_unread_for() -> None:
+    """The first unread input's reason is passed on, and a working set that is absent
+    (not unread) gives `counter_missing`. Mutation control: either `or` of the reason
+    chains as `and` loses the reason or names the wrong one."""
+    unread = Reading.unread("parse_failed")
+    assert headroom(Reading.absent(), unread) == unread
+    assert headroom(Reading.unread("read_failed"), unread) == Reading.unread("read_failed")
+    assert headroom(Reading.present(5), Reading.absent()) == Reading.unread("counter_missing")
+    assert working_set(Reading.absent(), unread) == unread
+    assert working_set(Reading.absent(), Reading.absent()) == Reading.unread("counter_missing")
+
+
+def test_parse_keyed_names_its_file_or_none() -> None:
+    """Mutation control: `interface_file=name or None` as `name and None` drops the name."""
+    with pytest.raises(CgroupError) as err:
+        parse_keyed("a 1\na 2\n", controller="memory", name="memory.stat")
+    assert (err.value.category, err.value.interface_file) == ("parse_failed", "memory.stat")
+    with pytest.raises(CgroupError) as err:
+        parse_keyed("a\n")
+    assert err.value.interface_file is None
+
+
+def test_an_error_s_text_is_its_category_and_where() -> None:
+    """What a log line shows: the category, then controller/file when known. Mutation
+    control: the `if where` negated prints an empty `()` or drops the place."""
+    assert str(CgroupError("parse_failed")) == "parse_failed"
+    where = CgroupError("parse_failed", controller="memory", interface_file="memory.stat")
+    assert str(where) == "parse_failed (memory/memory.stat)"
+
+
+def _v1_tmp(tmp_path: Path) -> tuple[V1Hierarchy, Path]:
+    """A v1 hierarchy of plain directories: create and rmdir are plain mkdir/rmdir."""
+    lines = "".join(
+        f"{30 + i} 25 0:{40 + i} / {tmp_path / c} rw - cgroup cgroup rw,{c}\n"
+        for i, c in enumerate(("cpu", "memory", "pids"))
+    )
+    for controller in ("cpu", "memory", "pids"):
+        (tmp_path / controller).mkdir()
+    hierarchy = choose(parse_mountinfo(lines))
+    assert isinstance(hierarchy, V1Hierarchy)
+    return hierarchy, tmp_path
+
+
+def test_v1_create_makes_the_cgroup_in_each_controller_s_own_hierarchy(tmp_path: Path) -> None:
+    """Each controller's directory is under its own mount, and a second cgroup under the
+    same (existing) parent is fine. Mutation control: choose's `controller in
+    mount.controllers` negated maps every controller to the first mount; the parent's
+    `mkdir(exist_ok=True)` as False refuses the second cgroup."""
+    hierarchy, root = _v1_tmp(tmp_path)
+    for name in ("a", "b"):
+        hierarchy.create(name)
+        for controller in ("cpu", "memory", "pids"):
+            assert (root / controller / "harness" / name).is_dir(), (controller, name)
+    assert sorted(p.name for p in (root / "cpu" / "harness").iterdir()) == ["a", "b"]
+
+
+def test_v1_create_that_fails_halfway_is_write_rejected_and_undone(tmp_path: Path) -> None:
+    """memory is made first; cpu's mount point is then not a directory (ENOTDIR): the
+    category is write_rejected and memory's directory is removed again. Mutation
+    control: create's `except OSError` made dead lets NotADirectoryError escape."""
+    hierarchy, root = _v1_tmp(tmp_path)
+    (root / "cpu").rmdir()
+    (root / "cpu").write_text("")
+    with pytest.raises(CgroupError) as err:
+        hierarchy.create("a")
+    assert (err.value.category, err.value.controller) == ("write_rejected", "cpu")
+    assert not (root / "memory" / "harness" / "a").exists()
+
+
+def test_a_v1_cgroup_needs_the_memory_controller(tmp_path: Path) -> None:
+    """Mutation control: `"memory" not in dirs` negated refuses every v1 cgroup."""
+    from host.cgroups.v1 import V1Cgroup
+
+    with pytest.raises(CgroupError) as err:
+        V1Cgroup("a", {"cpu": tmp_path})
+    assert err.value.category == "no_memory_controller"
+    assert V1Cgroup("a", {"memory": tmp_path}).name == "a"

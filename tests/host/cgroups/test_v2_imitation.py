@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from host.cgroups import CgroupError
-from host.cgroups.v2 import V2Cgroup, V2Hierarchy
+from host.cgroups.v2 import DirOps, V2Cgroup, V2Hierarchy
 from tests.host.cgroups.v2_imitation import MIB, ImitationProcsPruner, ImitationV2Tree
 
 
@@ -279,3 +279,23 @@ def test_a_cgroup_the_kernel_will_not_remove_is_remove_failed(
         cg.remove()
     assert err.value.category == "remove_failed"
     assert cg.exists()
+
+
+def test_a_cgroup_removed_by_someone_else_meanwhile_is_removed(
+    imitation: ImitationV2Tree,
+) -> None:
+    """rmdir finding the directory already gone (another remover won the race) is no
+    failure. Mutation control: remove's `except FileNotFoundError` made dead turns it
+    into remove_failed."""
+
+    def rmdir_after_another(path: Path) -> None:
+        imitation.rmdir(path)  # the other remover
+        raise FileNotFoundError(2, "No such file or directory")
+
+    imitation.make_parent()
+    hierarchy = V2Hierarchy(
+        imitation.root, dir_ops=DirOps(mkdir=imitation.mkdir, rmdir=rmdir_after_another)
+    )
+    cg = _cg(hierarchy)
+    cg.remove()
+    assert not cg.exists()
