@@ -1,5 +1,6 @@
 """Pure parts of the cgroup mechanism: mount parsing, selection, names, readings, spawn."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,58 @@ def test_a_v1_cgroup_needs_the_memory_controller(tmp_path: Path) -> None:
         V1Cgroup("a", {"cpu": tmp_path})
     assert err.value.category == "no_memory_controller"
     assert V1Cgroup("a", {"memory": tmp_path}).name == "a"
+
+
+def test_v1_create_skips_a_controller_that_is_not_mounted(tmp_path: Path) -> None:
+    """Without a cpu hierarchy, memory and pids are still made. Mutation control: the
+    `continue` for an unmounted controller as `break` stops before pids."""
+    lines = "".join(
+        f"{30 + i} 25 0:{40 + i} / {tmp_path / c} rw - cgroup cgroup rw,{c}\n"
+        for i, c in enumerate(("memory", "pids"))
+    )
+    for controller in ("memory", "pids"):
+        (tmp_path / controller).mkdir()
+    hierarchy = choose(parse_mountinfo(lines))
+    hierarchy.create("a")
+    assert (tmp_path / "memory/harness/a").is_dir()
+    assert (tmp_path / "pids/harness/a").is_dir()
+
+
+def test_v1_memory_limit_on_plain_files(tmp_path: Path) -> None:
+    """The v1 interface files imitated by plain files (write then read back is exact):
+    both limits are written and swap is 0; without memory.memsw the answer is
+    swap_accounting_missing. Mutation control: the memsw path built with `*` for `/`
+    raises TypeError; `swap_bytes=0` as 1 is reported wrong."""
+    from host.cgroups.readings import MemoryLimitApplied
+
+    hierarchy, root = _v1_tmp(tmp_path)
+    cg = hierarchy.create("a")
+    memory = root / "memory/harness/a"
+    with pytest.raises(CgroupError) as err:
+        cg.set_memory_limit(64 << 20)
+    assert err.value.category == "swap_accounting_missing"
+    for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+        (memory / name).write_text("9223372036854771712\n")
+    assert cg.set_memory_limit(64 << 20) == MemoryLimitApplied(limit_bytes=64 << 20, swap_bytes=0)
+    assert (memory / "memory.limit_in_bytes").read_text() == str(64 << 20)
+    assert (memory / "memory.memsw.limit_in_bytes").read_text() == str(64 << 20)
+
+
+def test_v1_join_descriptors_and_a_member_blocking_removal(tmp_path: Path) -> None:
+    """One write descriptor per controller's cgroup.procs for a child to join by; a
+    listed member makes remove `not_empty`. Mutation control: the descriptor loop made
+    empty returns none; remove's procs path built with `*` raises TypeError."""
+    hierarchy, root = _v1_tmp(tmp_path)
+    cg = hierarchy.create("a")
+    for controller in ("cpu", "memory", "pids"):
+        (root / controller / "harness/a/cgroup.procs").write_text("")
+    fds = cg.procs_fds_for_preexec()
+    try:
+        assert len(fds) == 3
+    finally:
+        for fd in fds:
+            os.close(fd)
+    (root / "memory/harness/a/cgroup.procs").write_text(f"{os.getpid()}\n")
+    with pytest.raises(CgroupError) as err:
+        cg.remove()
+    assert err.value.category == "not_empty"
