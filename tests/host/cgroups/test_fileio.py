@@ -2,6 +2,7 @@
 (host/cgroups/fileio.py), and the member killer's pid handling (host/cgroups/members.py),
 on plain files and real processes: no cgroup is touched."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from host.cgroups.errors import CgroupError
-from host.cgroups.fileio import parse_int, write_text
+from host.cgroups.fileio import _write_category, parse_int, read_text, write_text
 from host.cgroups.members import _signal_listed
 
 
@@ -64,3 +65,35 @@ def test_a_pid_already_gone_does_not_stop_the_others_being_killed(tmp_path: Path
             member.kill()
             member.wait()
     assert sorted(os.listdir("/proc/self/fd")) == fds_before
+
+
+def test_a_read_is_bounded_at_1_mib_and_must_be_ascii(tmp_path: Path) -> None:
+    """An interface file of exactly 1 MiB reads; one byte more, or a non-ASCII byte, is
+    `parse_failed`. Mutation control: `_MAX_READ` moved (`2 << 20`, `1 << 19`, ...) or
+    `total > _MAX_READ` as `>=` fails one case; the `except UnicodeDecodeError` made dead
+    lets the decode error escape."""
+    path = tmp_path / "memory.stat"
+    path.write_bytes(b"1" * (1 << 20))
+    assert len(read_text(path)) == 1 << 20
+    for content in (b"1" * ((1 << 20) + 1), b"12\xe9\n"):
+        path.write_bytes(content)
+        err = _category(read_text, path, controller="memory")
+        assert (err.category, err.interface_file) == ("parse_failed", "memory.stat")
+
+
+@pytest.mark.parametrize(
+    ("number", "category"),
+    [
+        (errno.ENOENT, "interface_file_missing"),
+        (errno.EACCES, "permission_denied"),
+        (errno.EPERM, "permission_denied"),
+        (errno.ESRCH, "process_not_found"),
+        (errno.EINVAL, "write_rejected"),
+        (errno.EBUSY, "write_rejected"),
+    ],
+)
+def test_each_write_errno_has_its_category(number: int, category: str) -> None:
+    """ESRCH is what the kernel answers for a pid that is gone when it is written to
+    cgroup.procs; a plain file cannot produce it, so the mapping is checked on the errno.
+    Mutation control: any of the comparisons negated or swapped fails one row."""
+    assert _write_category(OSError(number, os.strerror(number))) == category

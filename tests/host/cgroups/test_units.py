@@ -280,3 +280,77 @@ def test_v1_join_descriptors_and_a_member_blocking_removal(tmp_path: Path) -> No
     with pytest.raises(CgroupError) as err:
         cg.remove()
     assert err.value.category == "not_empty"
+
+
+def test_mount_lines_with_too_few_fields_are_parse_failed() -> None:
+    """A line with the separator but fewer than six fields before it, or fewer than three
+    after it, is no mount table line the kernel writes. Mutation control: `sep < 6 or
+    len(fields) < sep + 4` with `and`, or with `sep - 4`, accepts one of these."""
+    for line in (
+        "34 31 0:29 / /sys/fs/cgroup/memory - cgroup cgroup rw,memory",  # 5 before
+        "34 31 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup",  # 2 after
+    ):
+        with pytest.raises(CgroupError) as err:
+            parse_mountinfo(line + "\n")
+        assert (err.value.category, err.value.interface_file) == ("parse_failed", "mountinfo")
+
+
+def test_an_unreadable_mount_table_is_read_failed(tmp_path: Path) -> None:
+    """Mutation control: read_mounts' `except OSError` made dead lets it escape."""
+    from host.cgroups.mounts import read_mounts
+
+    with pytest.raises(CgroupError) as err:
+        read_mounts(tmp_path / "mountinfo")
+    assert err.value.category == "read_failed"
+
+
+def test_a_parent_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    """`harness` as a symlink to a directory is not the harness parent: absent. Mutation
+    control: `is_dir(follow_symlinks=False)` as True lists the target's children."""
+    from host.cgroups.listing import list_children
+
+    (tmp_path / "elsewhere" / "trial-a").mkdir(parents=True)
+    (tmp_path / "harness").symlink_to(tmp_path / "elsewhere")
+    assert list_children(tmp_path, "harness", "").state == "absent"
+
+
+def test_spawn_closes_its_join_descriptors(tmp_path: Path) -> None:
+    """Mutation control: spawn_in_cgroup's closing loop made empty leaks them."""
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2")
+    tree.make_parent()
+    cg = V2Hierarchy(tree.root, dir_ops=tree.dir_ops()).create("trial-one")
+    before = sorted(os.listdir("/proc/self/fd"))
+    child = spawn_in_cgroup(cg, ["true"])
+    assert child.wait(timeout=30) == 0
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_v1_join_read_back_and_open_on_plain_files(tmp_path: Path) -> None:
+    """add_process writes the pid to every controller's cgroup.procs and reads each back;
+    a cgroup.procs where the write does not take (here /dev/null) is `not_in_cgroup`, for
+    add_process and add_process_to alike; open finds an existing cgroup and not a missing
+    one; oom_kills reads memory.oom_control. Mutation control: either loop of
+    add_process or add_process_to made empty, add_process_to's path built with `*`,
+    open's `not any(...)` without the `not`, and oom_kills' path with `*` each fail."""
+    hierarchy, root = _v1_tmp(tmp_path)
+    cg = hierarchy.create("a")
+    for controller in ("cpu", "memory", "pids"):
+        (root / controller / "harness/a/cgroup.procs").write_text("")
+    cg.add_process(os.getpid())
+    cg.add_process_to(("pids",), os.getpid())
+    assert cg.member_pids() == (os.getpid(),)
+    pids_procs = root / "pids/harness/a/cgroup.procs"
+    pids_procs.unlink()
+    pids_procs.symlink_to("/dev/null")
+    for join in (cg.add_process, lambda pid: cg.add_process_to(("pids",), pid)):
+        with pytest.raises(CgroupError) as err:
+            join(os.getpid())
+        assert (err.value.category, err.value.controller) == ("not_in_cgroup", "pids")
+    assert hierarchy.open("a").name == "a"
+    with pytest.raises(CgroupError) as err:
+        hierarchy.open("b")
+    assert err.value.category == "not_found"
+    (root / "memory/harness/a/memory.oom_control").write_text(
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
+    )
+    assert cg.oom_kills() == Reading.present(3)
