@@ -247,7 +247,7 @@ def test_v1_memory_limit_on_plain_files(tmp_path: Path) -> None:
     both limits are written and swap is 0; without memory.memsw the answer is
     swap_accounting_missing. Mutation control: the memsw path built with `*` for `/`
     raises TypeError; `swap_bytes=0` as 1 is reported wrong."""
-    from host.cgroups.readings import MemoryLimitApplied
+    from host.cgroups.readings import MemoryLimitApplied, PidsLimitApplied
 
     hierarchy, root = _v1_tmp(tmp_path)
     cg = hierarchy.create("a")
@@ -260,6 +260,9 @@ def test_v1_memory_limit_on_plain_files(tmp_path: Path) -> None:
     assert cg.set_memory_limit(64 << 20) == MemoryLimitApplied(limit_bytes=64 << 20, swap_bytes=0)
     assert (memory / "memory.limit_in_bytes").read_text() == str(64 << 20)
     assert (memory / "memory.memsw.limit_in_bytes").read_text() == str(64 << 20)
+    (root / "pids/harness/a/pids.max").write_text("max\n")
+    assert cg.set_pids_limit(100) == PidsLimitApplied(max_pids=100)
+    assert (root / "pids/harness/a/pids.max").read_text() == "100"
 
 
 def test_v1_join_descriptors_and_a_member_blocking_removal(tmp_path: Path) -> None:
@@ -273,6 +276,8 @@ def test_v1_join_descriptors_and_a_member_blocking_removal(tmp_path: Path) -> No
     fds = cg.procs_fds_for_preexec()
     try:
         assert len(fds) == 3
+        for fd in fds:  # open for writing: the child joins by writing through them
+            assert os.write(fd, b"0") == 1
     finally:
         for fd in fds:
             os.close(fd)
@@ -312,6 +317,37 @@ def test_a_parent_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
     (tmp_path / "elsewhere" / "trial-a").mkdir(parents=True)
     (tmp_path / "harness").symlink_to(tmp_path / "elsewhere")
     assert list_children(tmp_path, "harness", "").state == "absent"
+
+
+def test_a_child_that_is_a_symlink_is_not_listed(tmp_path: Path) -> None:
+    """Only real directories under the parent are cgroups. Mutation control: the
+    children's `is_dir(follow_symlinks=False)` as True lists the symlink."""
+    from host.cgroups.listing import list_children
+
+    (tmp_path / "harness" / "trial-a").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "harness" / "trial-b").symlink_to(tmp_path / "elsewhere")
+    listing = list_children(tmp_path, "harness", "trial-")
+    assert (listing.state, listing.names) == ("present", ("trial-a",))
+
+
+def test_a_limit_at_exactly_the_no_limit_value_is_absent(tmp_path: Path) -> None:
+    """At or above 2**62 is no limit (receipts/kernelfacts.py); one less is a limit.
+    Mutation control: `value >= CGROUP_UNLIMITED` as `>` reads 2**62 as a limit."""
+    from host.cgroups.memory import read_limit
+
+    path = tmp_path / "memory.limit_in_bytes"
+    path.write_text(f"{1 << 62}\n")
+    assert read_limit(path) == Reading.absent()
+    path.write_text(f"{(1 << 62) - 1}\n")
+    assert read_limit(path) == Reading.present((1 << 62) - 1)
+
+
+def test_lines_that_are_no_mount_do_not_end_the_table() -> None:
+    """A line without the separator field is skipped, and the mounts after it are read.
+    Mutation control: its `continue` as `break` loses them."""
+    mounts = parse_mountinfo("no separator here\n" + HYBRID)
+    assert "memory" in {m.key for m in mounts}
 
 
 def test_spawn_closes_its_join_descriptors(tmp_path: Path) -> None:
