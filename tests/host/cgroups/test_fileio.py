@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from host.cgroups.errors import CgroupError
-from host.cgroups.fileio import _write_category, parse_int, read_text, write_text
+from host.cgroups.fileio import _write_category, parse_int, parse_keyed, read_text, write_text
 from host.cgroups.members import _signal_listed
 
 
@@ -97,3 +97,16 @@ def test_each_write_errno_has_its_category(number: int, category: str) -> None:
     cgroup.procs; a plain file cannot produce it, so the mapping is checked on the errno.
     Mutation control: any of the comparisons negated or swapped fails one row."""
     assert _write_category(OSError(number, os.strerror(number))) == category
+
+
+def test_an_open_that_fails_otherwise_is_read_failed(tmp_path: Path) -> None:
+    """Not a missing file but a path through a regular file (ENOTDIR): read_failed.
+    Mutation control: read_text's `except OSError` at open made dead lets it escape."""
+    (tmp_path / "file").write_text("")
+    err = _category(read_text, tmp_path / "file" / "memory.max", controller="memory")
+    assert (err.category, err.interface_file) == ("read_failed", "memory.max")
+
+
+def test_blank_lines_of_a_keyed_file_are_skipped_not_the_end() -> None:
+    """Mutation control: the blank line's `continue` as `break` drops the keys after it."""
+    assert parse_keyed("a 1\n\nb 2\n") == {"a": 1, "b": 2}

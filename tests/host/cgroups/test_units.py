@@ -390,3 +390,83 @@ def test_v1_join_read_back_and_open_on_plain_files(tmp_path: Path) -> None:
         "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
     )
     assert cg.oom_kills() == Reading.present(3)
+
+
+def test_a_v1_mount_without_controllers_does_not_end_the_table() -> None:
+    """A cgroup mount whose super options are only flags (rw, xattr) names no hierarchy
+    and is skipped; the mounts after it are read. Mutation control: its `continue` as
+    `break` loses them."""
+    line = "40 31 0:40 / /sys/fs/cgroup/x rw - cgroup cgroup rw,xattr\n"
+    assert "memory" in {m.key for m in parse_mountinfo(line + HYBRID)}
+
+
+def test_choose_passes_v1_mounts_on_its_way_to_the_unified_one(tmp_path: Path) -> None:
+    """A v1 hierarchy without memory listed before the unified mount: v2 is chosen.
+    Mutation control: the v2 loop's `continue` for a v1 mount as `break` finds none."""
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2")
+    lines = (
+        "32 31 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+        f"29 23 0:26 / {tree.root} rw - cgroup2 cgroup2 rw\n"
+    )
+    assert isinstance(choose(parse_mountinfo(lines)), V2Hierarchy)
+
+
+def test_spawn_runs_then_in_the_child_only_when_given(tmp_path: Path) -> None:
+    """Mutation control: `then is not None` negated (or as `is None`) skips `then`, or
+    calls None in the child (spawn_failed)."""
+    tree = ImitationV2Tree(tmp_path / "imitation-cgroup2")
+    tree.make_parent()
+    cg = V2Hierarchy(tree.root, dir_ops=tree.dir_ops()).create("trial-one")
+    marker = tmp_path / "then-ran"
+    child = spawn_in_cgroup(cg, ["true"], then=marker.touch)
+    assert child.wait(timeout=30) == 0
+    assert marker.exists()
+    assert spawn_in_cgroup(cg, ["true"]).wait(timeout=30) == 0
+
+
+def test_v1_readings_and_cpu_quota_on_plain_files(tmp_path: Path) -> None:
+    """Every v1 memory reading from its own file, and the cpu quota written to both
+    files. Mutation control: any of their paths built with `*` for `/` raises."""
+    from host.cgroups.readings import CpuQuotaApplied
+
+    hierarchy, root = _v1_tmp(tmp_path)
+    cg = hierarchy.create("a")
+    memory = root / "memory/harness/a"
+    files = {
+        "memory.limit_in_bytes": str(64 << 20),
+        "memory.usage_in_bytes": str(40 << 20),
+        "memory.max_usage_in_bytes": str(50 << 20),
+        "memory.memsw.limit_in_bytes": str(64 << 20),
+        "memory.stat": f"total_inactive_file {10 << 20}\n",
+        "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+    }
+    for name, text in files.items():
+        (memory / name).write_text(text)
+    readings = cg.read_memory()
+    assert (readings.limit, readings.usage, readings.peak) == (
+        Reading.present(64 << 20),
+        Reading.present(40 << 20),
+        Reading.present(50 << 20),
+    )
+    assert readings.working_set == Reading.present(30 << 20)
+    assert readings.headroom == Reading.present(34 << 20)
+    assert readings.oom_kills == Reading.present(0)
+    assert cg.memsw_limit() == Reading.present(64 << 20)
+    cpu = root / "cpu/harness/a"
+    (cpu / "cpu.cfs_period_us").write_text("100000\n")
+    (cpu / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cg.set_cpu_quota(50_000, 100_000) == CpuQuotaApplied(quota_us=50_000, period_us=100_000)
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "50000"
+
+
+def test_a_v1_rmdir_that_fails_other_than_busy_is_remove_failed(tmp_path: Path) -> None:
+    """Plain directories holding an empty cgroup.procs cannot be removed (ENOTEMPTY, where
+    cgroupfs would remove them): remove_failed, and only EBUSY is not_empty. Mutation
+    control: `err.errno == errno.EBUSY` negated answers not_empty."""
+    hierarchy, root = _v1_tmp(tmp_path)
+    cg = hierarchy.create("a")
+    for controller in ("cpu", "memory", "pids"):
+        (root / controller / "harness/a/cgroup.procs").write_text("")
+    with pytest.raises(CgroupError) as err:
+        cg.remove()
+    assert err.value.category == "remove_failed"

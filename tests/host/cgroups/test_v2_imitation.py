@@ -299,3 +299,50 @@ def test_a_cgroup_removed_by_someone_else_meanwhile_is_removed(
     cg = _cg(hierarchy)
     cg.remove()
     assert not cg.exists()
+
+
+def test_v2_join_read_back_descriptors_and_open(
+    hierarchy: V2Hierarchy, imitation: ImitationV2Tree
+) -> None:
+    """add_process writes the pid and reads it back (a cgroup.procs where the write does
+    not take, /dev/null, is not_in_cgroup); the join descriptor is writable; open finds
+    the cgroup and not a missing one. Mutation control: the procs path built with `*`,
+    the read-back's `not` negated, `O_WRONLY | O_CLOEXEC` as `&`, open's path with `*`."""
+    cg = _cg(hierarchy)
+    cg.add_process(os.getpid())
+    assert cg.member_pids() == (os.getpid(),)
+    (fd,) = cg.procs_fds_for_preexec()
+    try:
+        assert os.write(fd, b"0") == 1
+    finally:
+        os.close(fd)
+    assert hierarchy.open("trial-one").name == "trial-one"
+    with pytest.raises(CgroupError) as err:
+        hierarchy.open("trial-two")
+    assert err.value.category == "not_found"
+    procs = imitation.root / "harness" / "trial-one" / "cgroup.procs"
+    procs.unlink()
+    procs.symlink_to("/dev/null")
+    with pytest.raises(CgroupError) as err:
+        cg.add_process(os.getpid())
+    assert err.value.category == "not_in_cgroup"
+
+
+def test_a_v2_create_whose_child_lacks_memory_is_undone(imitation: ImitationV2Tree) -> None:
+    """The child came up without the memory controller: controller_missing, and the
+    directory made for it is removed again. Mutation control: create's `except
+    CgroupError` made dead leaves the directory behind."""
+
+    def mkdir_without_memory(path: Path) -> None:
+        imitation.mkdir(path)
+        if path.name == "trial-one":
+            (path / "cgroup.controllers").write_text("cpu pids\n")
+
+    imitation.make_parent()
+    hierarchy = V2Hierarchy(
+        imitation.root, dir_ops=DirOps(mkdir=mkdir_without_memory, rmdir=imitation.rmdir)
+    )
+    with pytest.raises(CgroupError) as err:
+        hierarchy.create("trial-one")
+    assert (err.value.category, err.value.controller) == ("controller_missing", "memory")
+    assert not (imitation.root / "harness" / "trial-one").exists()
