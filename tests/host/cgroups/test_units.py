@@ -470,3 +470,26 @@ def test_a_v1_rmdir_that_fails_other_than_busy_is_remove_failed(tmp_path: Path) 
     with pytest.raises(CgroupError) as err:
         cg.remove()
     assert err.value.category == "remove_failed"
+
+
+def test_v1_without_a_cpu_hierarchy_lists_and_joins_the_others(tmp_path: Path) -> None:
+    """A controller that is not mounted is left out of the membership files (not looked
+    up); and when one join descriptor cannot be opened, those already opened are closed.
+    Mutation control: `c in self._dirs and ...is_dir()` as `or` raises KeyError; the
+    closing loop of procs_fds_for_preexec made empty leaks a descriptor."""
+    lines = "".join(
+        f"{30 + i} 25 0:{40 + i} / {tmp_path / c} rw - cgroup cgroup rw,{c}\n"
+        for i, c in enumerate(("memory", "pids"))
+    )
+    for controller in ("memory", "pids"):
+        (tmp_path / controller).mkdir()
+    cg = choose(parse_mountinfo(lines)).create("a")
+    (tmp_path / "memory/harness/a/cgroup.procs").write_text(f"{os.getpid()}\n")
+    (tmp_path / "pids/harness/a/cgroup.procs").write_text("")
+    assert cg.member_pids() == (os.getpid(),)
+    (tmp_path / "pids/harness/a/cgroup.procs").unlink()
+    before = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(CgroupError) as err:
+        cg.procs_fds_for_preexec()
+    assert err.value.category == "spawn_failed"
+    assert sorted(os.listdir("/proc/self/fd")) == before

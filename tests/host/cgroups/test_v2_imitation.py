@@ -346,3 +346,22 @@ def test_a_v2_create_whose_child_lacks_memory_is_undone(imitation: ImitationV2Tr
         hierarchy.create("trial-one")
     assert (err.value.category, err.value.controller) == ("controller_missing", "memory")
     assert not (imitation.root / "harness" / "trial-one").exists()
+
+
+def test_a_v2_mkdir_the_kernel_refuses_is_write_rejected(imitation: ImitationV2Tree) -> None:
+    """mkdir failing with anything but EEXIST or a permission error (here ENOSPC: the
+    cgroup limit on descendants) is write_rejected. Mutation control: create's last
+    `except OSError` made dead lets it escape."""
+
+    def mkdir_refused(path: Path) -> None:
+        if path.name == "trial-one":
+            raise OSError(28, "No space left on device")
+        imitation.mkdir(path)
+
+    imitation.make_parent()
+    hierarchy = V2Hierarchy(
+        imitation.root, dir_ops=DirOps(mkdir=mkdir_refused, rmdir=imitation.rmdir)
+    )
+    with pytest.raises(CgroupError) as err:
+        hierarchy.create("trial-one")
+    assert err.value.category == "write_rejected"
