@@ -12,7 +12,7 @@ import pytest
 
 from host.cgroups.errors import CgroupError
 from host.cgroups.fileio import _write_category, parse_int, parse_keyed, read_text, write_text
-from host.cgroups.members import _signal_listed
+from host.cgroups.members import _signal_listed, kill_members
 
 
 def _category(call: object, *args: object, **kwargs: object) -> CgroupError:
@@ -110,3 +110,42 @@ def test_an_open_that_fails_otherwise_is_read_failed(tmp_path: Path) -> None:
 def test_blank_lines_of_a_keyed_file_are_skipped_not_the_end() -> None:
     """Mutation control: the blank line's `continue` as `break` drops the keys after it."""
     assert parse_keyed("a 1\n\nb 2\n") == {"a": 1, "b": 2}
+
+
+def test_a_pinned_pid_no_longer_listed_is_spared_and_the_next_one_killed(
+    tmp_path: Path,
+) -> None:
+    """A pid that left the cgroup between the two reads is not signalled, and the listed
+    one after it still is. Mutation control: the `continue` for a pid no longer listed
+    as `break` spares the member."""
+    bystander = subprocess.Popen(["sleep", "60"])
+    member = subprocess.Popen(["sleep", "60"])
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text(f"{member.pid}\n")
+    try:
+        _signal_listed([("memory", procs)], [bystander.pid, member.pid])
+        assert member.wait(timeout=10) == -signal.SIGKILL
+        assert bystander.poll() is None
+    finally:
+        for child in (bystander, member):
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def test_without_a_kill_file_the_per_pid_loop_runs_until_the_deadline(tmp_path: Path) -> None:
+    """No cgroup.kill (v1, or an older v2): members are killed pid by pid; a procs file
+    that keeps listing them (a plain file here) ends in members_remain at the deadline.
+    Mutation control: `kill_file is not None and not kill_written` as `or` writes to a
+    missing kill file."""
+    member = subprocess.Popen(["sleep", "60"])
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text(f"{member.pid}\n")
+    try:
+        err = _category(kill_members, [("memory", procs)], deadline_s=0.3, kill_file=None)
+        assert err.category == "members_remain"
+        assert member.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if member.poll() is None:
+            member.kill()
+            member.wait()

@@ -366,15 +366,17 @@ def test_v1_join_read_back_and_open_on_plain_files(tmp_path: Path) -> None:
     a cgroup.procs where the write does not take (here /dev/null) is `not_in_cgroup`, for
     add_process and add_process_to alike; open finds an existing cgroup and not a missing
     one; oom_kills reads memory.oom_control. Mutation control: either loop of
-    add_process or add_process_to made empty, add_process_to's path built with `*`,
+    add_process or of add_process_to made empty, add_process_to's path built with `*`,
     open's `not any(...)` without the `not`, and oom_kills' path with `*` each fail."""
     hierarchy, root = _v1_tmp(tmp_path)
     cg = hierarchy.create("a")
     for controller in ("cpu", "memory", "pids"):
         (root / controller / "harness/a/cgroup.procs").write_text("")
     cg.add_process(os.getpid())
-    cg.add_process_to(("pids",), os.getpid())
     assert cg.member_pids() == (os.getpid(),)
+    (root / "pids/harness/a/cgroup.procs").write_text("")
+    cg.add_process_to(("pids",), os.getpid())
+    assert (root / "pids/harness/a/cgroup.procs").read_text() == str(os.getpid())
     pids_procs = root / "pids/harness/a/cgroup.procs"
     pids_procs.unlink()
     pids_procs.symlink_to("/dev/null")
