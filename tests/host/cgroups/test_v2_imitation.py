@@ -365,3 +365,45 @@ def test_a_v2_mkdir_the_kernel_refuses_is_write_rejected(imitation: ImitationV2T
     with pytest.raises(CgroupError) as err:
         hierarchy.create("trial-one")
     assert err.value.category == "write_rejected"
+
+
+@pytest.mark.parametrize(
+    ("error", "category"),
+    [
+        (FileExistsError(17, "File exists"), None),
+        (PermissionError(13, "Permission denied"), "permission_denied"),
+        (OSError(28, "No space left on device"), "write_rejected"),
+    ],
+)
+def test_making_the_harness_parent_maps_each_mkdir_failure(
+    imitation: ImitationV2Tree, error: OSError, category: str | None
+) -> None:
+    """The parent made by someone else meanwhile (EEXIST after they made it) is fine;
+    EACCES is permission_denied; anything else write_rejected. Mutation control: each of
+    _prepare_parent's three handlers made dead lets its error escape."""
+
+    def mkdir(path: Path) -> None:
+        if path.name == "harness":
+            if isinstance(error, FileExistsError):
+                imitation.make_parent()  # the other creator
+            raise error
+        imitation.mkdir(path)
+
+    hierarchy = V2Hierarchy(imitation.root, dir_ops=DirOps(mkdir=mkdir, rmdir=imitation.rmdir))
+    if category is None:
+        assert hierarchy.create("trial-one").name == "trial-one"
+        return
+    with pytest.raises(CgroupError) as err:
+        hierarchy.create("trial-one")
+    assert err.value.category == category
+
+
+def test_a_v2_join_descriptor_that_cannot_be_opened_is_spawn_failed(
+    hierarchy: V2Hierarchy, imitation: ImitationV2Tree
+) -> None:
+    """Mutation control: procs_fds_for_preexec's `except OSError` made dead lets it escape."""
+    cg = _cg(hierarchy)
+    (imitation.root / "harness" / "trial-one" / "cgroup.procs").unlink()
+    with pytest.raises(CgroupError) as err:
+        cg.procs_fds_for_preexec()
+    assert err.value.category == "spawn_failed"
