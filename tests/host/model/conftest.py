@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+import host.model.cache as cache_module
+import host.model.pins as pins_module
 from host.model.synth import synthesize_tiny, synthesize_tiny_llama
+from tests.host.model.helpers import Counting
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +45,20 @@ def copy_of(tmp_path: Path) -> Callable[[Path], Path]:
         return target
 
     return copy
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Counting], list[str]]:
+    """Every shard source opened by prepare, and every file sha256_file hashed."""
+    Counting.opened = []
+    hashed: list[str] = []
+    real = pins_module.sha256_file
+
+    def sha256_file(path: Path) -> tuple[str, int]:
+        hashed.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(cache_module, "HashedSource", Counting)
+    monkeypatch.setattr(pins_module, "sha256_file", sha256_file)
+    monkeypatch.setattr(cache_module, "sha256_file", sha256_file)  # the small files' pins
+    return Counting.opened, hashed

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy.typing as npt
 
 from host.model.safetensors_header import parse_header, read_raw
+from host.model.sourcehash import HashedSource
 from host.model.synth import safetensors_bytes
 
 Tensors = dict[str, tuple[str, npt.NDArray[Any]]]
@@ -58,3 +60,18 @@ def hf_cache_of(plain: Path, into: Path, revision: str = "0" * 40) -> Path:
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / "main").write_text(revision)
     return snapshot
+
+
+class Counting(HashedSource):
+    """A HashedSource that adds up the bytes the converter asked it for."""
+
+    opened: ClassVar[list[Counting]] = []
+
+    def __init__(self, name: str, path: Path) -> None:
+        super().__init__(name, path)
+        self.requested = 0
+        Counting.opened.append(self)
+
+    def read_into(self, view: memoryview, offset: int) -> Future[None] | None:
+        self.requested += len(view)
+        return super().read_into(view, offset)

@@ -9,59 +9,24 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
-from typing import ClassVar
 
 import gguf
 import pytest
 
-import host.model.cache as cache_module
 import host.model.convert as convert_module
-import host.model.pins as pins_module
 from host.model.cache import prepare_model
 from host.model.categories import PinError, VerifyError
 from host.model.convert import plan_conversion
 from host.model.pins import ExpectedArchitecture, pins_of
 from host.model.safetensors_header import parse_header
-from host.model.sourcehash import HashedSource
 from host.model.verify_gguf import InWriteCheck, verify_gguf
 from tests.host.model.divergence_cases import mixed_dtypes
+from tests.host.model.helpers import Counting
 
 QWEN3 = ExpectedArchitecture(("Qwen3ForCausalLM",), "qwen3")
 Copy = Callable[[Path], Path]
 WEIGHTS = "model.safetensors"
-
-
-class Counting(HashedSource):
-    """A HashedSource that adds up the bytes the converter asked it for."""
-
-    opened: ClassVar[list[Counting]] = []
-
-    def __init__(self, name: str, path: Path) -> None:
-        super().__init__(name, path)
-        self.requested = 0
-        Counting.opened.append(self)
-
-    def read_into(self, view: memoryview, offset: int) -> Future[None] | None:
-        self.requested += len(view)
-        return super().read_into(view, offset)
-
-
-@pytest.fixture
-def counting(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Counting], list[str]]:
-    """Every shard source opened by prepare, and every file sha256_file hashed."""
-    Counting.opened = []
-    hashed: list[str] = []
-    real = pins_module.sha256_file
-
-    def sha256_file(path: Path) -> tuple[str, int]:
-        hashed.append(path.name)
-        return real(path)
-
-    monkeypatch.setattr(cache_module, "HashedSource", Counting)
-    monkeypatch.setattr(pins_module, "sha256_file", sha256_file)
-    return Counting.opened, hashed
 
 
 def test_each_shard_is_read_once_and_hashed_in_that_read(

@@ -17,13 +17,13 @@ import pytest
 
 import host.model.cache as cache_module
 import host.model.convert as convert_module
-import host.model.pins as pins_module
 from host.model.cache import cache_key, pin_and_prepare, prepare_model
 from host.model.categories import ConvertError, PinError
 from host.model.pins import pins_of, table_digest
 from host.model.sourcehash import HashedSource
 from tests.host.model.divergence_cases import mixed_dtypes
-from tests.host.model.test_onepass import QWEN3, WEIGHTS, Copy, Counting
+from tests.host.model.helpers import Counting
+from tests.host.model.test_onepass import QWEN3, WEIGHTS, Copy
 
 WriteGguf = Callable[..., tuple[str, int]]
 
@@ -31,23 +31,6 @@ WriteGguf = Callable[..., tuple[str, int]]
 def _leftovers(root: Path) -> list[str]:
     """Entries and staging directories (an entry's kept fill lock is neither)."""
     return sorted(p.name for p in root.iterdir() if not p.name.endswith(".lock"))
-
-
-@pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Counting], list[str]]:
-    """Every shard opened by the pass, and every file hashed apart from it."""
-    Counting.opened = []
-    hashed: list[str] = []
-    real = pins_module.sha256_file
-
-    def sha256_file(path: Path) -> tuple[str, int]:
-        hashed.append(path.name)
-        return real(path)
-
-    monkeypatch.setattr(cache_module, "HashedSource", Counting)
-    monkeypatch.setattr(cache_module, "sha256_file", sha256_file)
-    monkeypatch.setattr("host.model.pins.sha256_file", sha256_file)
-    return Counting.opened, hashed
 
 
 def _during_pass(monkeypatch: pytest.MonkeyPatch, change: Callable[[], object]) -> None:
@@ -63,13 +46,13 @@ def _during_pass(monkeypatch: pytest.MonkeyPatch, change: Callable[[], object]) 
 
 
 def test_the_pins_are_pins_of_and_the_entry_is_prepares(
-    tmp_path: Path, tiny_dir: Path, counted: tuple[list[Counting], list[str]]
+    tmp_path: Path, tiny_dir: Path, counting: tuple[list[Counting], list[str]]
 ) -> None:
     """One pass gives what `pin` then `prepare` give: the same pin table, the same key,
     the same GGUF bytes; and the weights are read once, by the converter, never hashed
     apart. Mutation control: taking the pins with ``pins_of`` before the pass (a second
     read of the weights) puts the shard in ``hashed`` and this test fails."""
-    opened, hashed = counted
+    opened, hashed = counting
     result, pins = pin_and_prepare(tiny_dir, "bf16", expected=QWEN3, cache_root=tmp_path / "a")
     assert [s.name for s in opened] == [WEIGHTS]
     assert opened[0].requested == (tiny_dir / WEIGHTS).stat().st_size
@@ -142,12 +125,12 @@ def test_a_shard_resized_during_the_pass_is_refused(
 
 
 def test_an_importable_file_is_refused_before_anything_is_read(
-    tmp_path: Path, tiny_dir: Path, copy_of: Copy, counted: tuple[list[Counting], list[str]]
+    tmp_path: Path, tiny_dir: Path, copy_of: Copy, counting: tuple[list[Counting], list[str]]
 ) -> None:
     """No pin may vouch for code: a ``.py`` in the snapshot is refused by name before a
     byte of it or of the weights is read. Mutation control: without the suffix check
     the module is pinned like any file and this test fails."""
-    opened, hashed = counted
+    opened, hashed = counting
     root = copy_of(tiny_dir)
     (root / "modeling_evil.py").write_text("import os\n")
     with pytest.raises(PinError) as info:
@@ -160,14 +143,14 @@ def test_an_importable_file_is_refused_before_anything_is_read(
 
 
 def test_an_architecture_the_profile_does_not_expect_is_refused_before_the_weights(
-    tmp_path: Path, tiny_dir: Path, counted: tuple[list[Counting], list[str]]
+    tmp_path: Path, tiny_dir: Path, counting: tuple[list[Counting], list[str]]
 ) -> None:
     """The architecture is checked on the hashed config before any shard is opened.
     Mutation control: dropping the check converts a Llama snapshot for a Qwen3 profile
     and this test fails."""
     from host.model.pins import ExpectedArchitecture
 
-    opened, _ = counted
+    opened, _ = counting
     llama = ExpectedArchitecture(("LlamaForCausalLM",), "llama")
     with pytest.raises(PinError) as info:
         pin_and_prepare(tiny_dir, "bf16", expected=llama, cache_root=tmp_path / "c")
@@ -206,11 +189,11 @@ def test_a_key_filled_meanwhile_is_adopted_and_ours_dropped(tmp_path: Path, tiny
 
 
 def test_a_mixed_dtype_shard_is_hashed_again_against_its_pass_digest(
-    tmp_path: Path, tiny_dir: Path, copy_of: Copy, counted: tuple[list[Counting], list[str]]
+    tmp_path: Path, tiny_dir: Path, copy_of: Copy, counting: tuple[list[Counting], list[str]]
 ) -> None:
     """Tensors out of file order: some converted bytes were not the hashed buffers, so
     the shard is hashed again whole and must equal the digest its pin records."""
-    opened, hashed = counted
+    opened, hashed = counting
     root = copy_of(tiny_dir)
     mixed_dtypes(root)
     result, pins = pin_and_prepare(root, "bf16", cache_root=tmp_path / "c")
