@@ -137,23 +137,44 @@ SCOPES: dict[str, Scope] = {
             "tests/harness/test_dispatch.py::test_issue_refuses_an_out_inside_the_checkout",
         ),
     ),
+    # The model's pins, the GGUF check and the cache, with the content key both the cache
+    # and the audit compute (receipts/modelkey.py). The whole tests/host/model directory
+    # but the wheel builders' tests (host/wheels.py, not in scope; one takes 24 s).
     "host/model": Scope(
-        ("host/model/pins.py", "host/model/verify_gguf.py", "host/model/cache.py"),
+        (
+            "host/model/pins.py",
+            "host/model/verify_gguf.py",
+            "host/model/cache.py",
+            "receipts/modelkey.py",
+        ),
         (
             "tests/host/model/test_pins.py",
             "tests/host/model/test_verify_gguf.py",
             "tests/host/model/test_cache.py",
-            "tests/host/model/test_cache_concurrency.py",
-            "tests/host/model/test_hfcache.py",
+            "tests/host/model/test_pin_in_pass.py",
+            "tests/host/model/test_onepass.py",
+            "tests/host/model",
+        ),
+        (
+            "tests/host/model/test_wheels.py",
+            "tests/host/model/test_wheels_cold.py",
+            "tests/host/model/test_parity.py",
         ),
     ),
-    "guest/worker": Scope(
-        ("guest/worker/app.py", "guest/worker/memory.py", "guest/worker/guard.py"),
-        ("tests/guest/worker",),
+    # The worker in three parts, each with the worker's unit tests (its own first): the
+    # HTTP front (app.py, about 40 s of tests with a tiny model per mutant), the
+    # per-request watchdog (guard.py) and the headroom reader (memory.py, below).
+    "guest/worker/app": Scope(
+        ("guest/worker/app.py",),
+        ("tests/guest/worker/test_parse_body.py", "tests/guest/worker"),
+    ),
+    "guest/worker/guard": Scope(
+        ("guest/worker/guard.py",),
+        ("tests/guest/worker/test_guard.py", "tests/guest/worker"),
     ),
     # The headroom reader alone, with the only tests that reach it without a worker
-    # process: the whole guest/worker scope (515 mutants, each running the worker's tests
-    # with a tiny model, about 40 s unmutated) takes hours; this part runs in minutes.
+    # process (the third session's sub-scope: the whole worker, 515 mutants each running
+    # the worker's tests with a tiny model, did not fit in a session).
     "guest/worker/memory": Scope(
         ("guest/worker/memory.py",),
         ("tests/guest/worker/test_headroom.py", "tests/receipts/test_kernelfacts.py"),
@@ -169,15 +190,29 @@ SCOPES: dict[str, Scope] = {
             "receipts/recordset.py",
             "receipts/log.py",
             "receipts/failure.py",
+            "receipts/kernelfacts.py",
+            "receipts/suitebundle.py",
+            "receipts/types.py",
         ),
-        ("tests/receipts",),
+        (
+            "tests/receipts/test_canonical.py",
+            "tests/receipts/test_strictjson.py",
+            "tests/receipts/test_bundle.py",
+            "tests/receipts/test_staging.py",
+            "tests/receipts/test_pintable.py",
+            "tests/receipts/test_treedigest.py",
+            "tests/receipts/test_log.py",
+            "tests/receipts/test_failure.py",
+            "tests/receipts/test_kernelfacts.py",
+            "tests/receipts",
+        ),
     ),
     "receipts/records": Scope(
         tuple(
             f"receipts/records/{path.name}"
             for path in sorted((REPO / "receipts" / "records").glob("*.py"))
         ),
-        ("tests/receipts",),
+        ("tests/receipts/test_records.py", "tests/receipts/test_schema_docs.py", "tests/receipts"),
     ),
     "host/cgroups": Scope(
         tuple(
