@@ -6,10 +6,21 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from host.model.cache import ENTRY_NAME, adopt, cache_inputs, cache_key, prepare_model
+import host.model.cache as cache_module
+from host.model.cache import (
+    ENTRY_NAME,
+    PrepareTimes,
+    adopt,
+    cache_inputs,
+    cache_key,
+    default_cache_root,
+    pin_and_prepare,
+    prepare_model,
+)
 from host.model.categories import CacheError, PinError, VerifyError
 from host.model.convert import CONVERTER_VERSION, GGUF_NAME
 from host.model.pins import ExpectedArchitecture, pins_of, table_digest
@@ -202,3 +213,33 @@ def test_record_that_is_not_strict_json_is_refused(
         text = json.dumps(record)
     entry.write_text(text)
     assert _refused(tmp_path, tiny_dir) == "cache_entry_corrupt"
+
+
+def test_prepare_times_are_the_clock_in_milliseconds(
+    tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model record's timing fields are milliseconds of the clock between the
+    prepare's stages (built, adopted, pinned in the pass). The clock here moves exactly
+    0.25 s per reading, so each field is 250 ms (0 where a stage does not run)."""
+    readings = iter(range(1_000))
+    clock = SimpleNamespace(perf_counter=lambda: next(readings) * 0.25)
+    monkeypatch.setattr(cache_module, "time", clock)
+    pins = pins_of(tiny_dir)
+    built = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path / "a")
+    assert built.times == PrepareTimes(250, 250, 250)
+    adopted = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path / "a")
+    assert adopted.provenance == "adopted_from_cache"
+    assert adopted.times == PrepareTimes(250, 0, 250)
+    pinned, _ = pin_and_prepare(tiny_dir, "q8_0", expected=QWEN3, cache_root=tmp_path / "b")
+    assert pinned.times == PrepareTimes(250, 250, 250)
+
+
+def test_without_a_cache_root_the_entry_goes_under_the_home_cache(
+    tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented default root, `~/.cache/harness/models` (what `harness gc` and a
+    second trial look in)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_cache_root() == tmp_path / ".cache" / "harness" / "models"
+    built = prepare_model(tiny_dir, pins_of(tiny_dir), "q8_0", expected=QWEN3)
+    assert built.directory == tmp_path / ".cache" / "harness" / "models" / built.key

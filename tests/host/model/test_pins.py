@@ -213,3 +213,32 @@ def test_refusal_text_escapes_a_hostile_file_name(tiny_dir: Path, copy_of: Copy)
         verify_source(root, pins)
     assert info.value.subject == "notes\x1b[2J.txt"  # the exact name, for code
     assert str(info.value) == "unlisted_file: notes\\x1b[2J.txt"  # what a terminal gets
+
+
+def test_an_empty_pinned_file_is_a_valid_pin(tiny_dir: Path, copy_of: Copy) -> None:
+    """Size 0 is a real file's size (an empty `added_tokens.json`); only a negative size is
+    refused as a malformed table."""
+    root = copy_of(tiny_dir)
+    (root / "added_tokens.json").write_bytes(b"")
+    pins = pins_of(root)
+    assert [pin.size for pin in pins if pin.name == "added_tokens.json"] == [0]
+    verify_source(root, pins)
+
+
+@pytest.mark.parametrize("walk", ["verify_source", "pins_of"])
+def test_a_pycache_refusal_names_the_first_in_sorted_order(
+    tiny_dir: Path, copy_of: Copy, walk: str
+) -> None:
+    """Two runs over the same tree name the same `__pycache__` (the operator's terminal
+    says which to remove), whichever the directory walk meets first."""
+    root = copy_of(tiny_dir)
+    pins = pins_of(root)
+    for parent in ("b", "a", "c"):
+        (root / parent / "__pycache__").mkdir(parents=True)
+    with pytest.raises(PinError) as info:
+        if walk == "verify_source":
+            verify_source(root, pins)
+        else:
+            pins_of(root)
+    assert info.value.category == "pycache_present"
+    assert info.value.subject == "a/__pycache__"
