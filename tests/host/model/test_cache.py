@@ -20,6 +20,7 @@ from host.model.cache import (
     default_cache_root,
     pin_and_prepare,
     prepare_model,
+    read_entry,
 )
 from host.model.categories import CacheError, PinError, VerifyError
 from host.model.convert import CONVERTER_VERSION, GGUF_NAME
@@ -220,18 +221,19 @@ def test_prepare_times_are_the_clock_in_milliseconds(
 ) -> None:
     """The model record's timing fields are milliseconds of the clock between the
     prepare's stages (built, adopted, pinned in the pass). The clock here moves exactly
-    0.25 s per reading, so each field is 250 ms (0 where a stage does not run)."""
+    10 s per reading, so each field is 10,000 ms (0 where a stage does not run); a scale
+    off by 0.1 % would show as 9,990 or 10,010."""
     readings = iter(range(1_000))
-    clock = SimpleNamespace(perf_counter=lambda: next(readings) * 0.25)
+    clock = SimpleNamespace(perf_counter=lambda: next(readings) * 10.0)
     monkeypatch.setattr(cache_module, "time", clock)
     pins = pins_of(tiny_dir)
     built = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path / "a")
-    assert built.times == PrepareTimes(250, 250, 250)
+    assert built.times == PrepareTimes(10_000, 10_000, 10_000)
     adopted = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path / "a")
     assert adopted.provenance == "adopted_from_cache"
-    assert adopted.times == PrepareTimes(250, 0, 250)
+    assert adopted.times == PrepareTimes(10_000, 0, 10_000)
     pinned, _ = pin_and_prepare(tiny_dir, "q8_0", expected=QWEN3, cache_root=tmp_path / "b")
-    assert pinned.times == PrepareTimes(250, 250, 250)
+    assert pinned.times == PrepareTimes(10_000, 10_000, 10_000)
 
 
 def test_without_a_cache_root_the_entry_goes_under_the_home_cache(
@@ -243,3 +245,22 @@ def test_without_a_cache_root_the_entry_goes_under_the_home_cache(
     assert default_cache_root() == tmp_path / ".cache" / "harness" / "models"
     built = prepare_model(tiny_dir, pins_of(tiny_dir), "q8_0", expected=QWEN3)
     assert built.directory == tmp_path / ".cache" / "harness" / "models" / built.key
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"schema": "harness.model-cache-entry/1", "key": 7, "gguf": {"sha256": "ab"}},
+        {"schema": "harness.model-cache-entry/1", "key": "k", "gguf": {"sha256": 7}},
+        {"schema": "harness.model-cache-entry/1", "key": "k", "gguf": "ab"},
+        {"schema": "harness.model-cache-entry/2", "key": "k", "gguf": {"sha256": "ab"}},
+        ["harness.model-cache-entry/1"],
+    ],
+    ids=["key-not-str", "sha-not-str", "gguf-not-object", "other-schema", "not-object"],
+)
+def test_read_entry_answers_none_for_a_record_that_is_not_ours(record: object) -> None:
+    """`read_entry` promises a (str, str) pair or None: a caller other than `adopt` must
+    not get a digest that is a number."""
+    assert read_entry(json.dumps(record).encode()) is None
+    ours = {"schema": "harness.model-cache-entry/1", "key": "k", "gguf": {"sha256": "ab"}}
+    assert read_entry(json.dumps(ours).encode()) == ("k", "ab")
