@@ -137,28 +137,54 @@ SCOPES: dict[str, Scope] = {
             "tests/harness/test_dispatch.py::test_issue_refuses_an_out_inside_the_checkout",
         ),
     ),
-    # The model's pins, the GGUF check and the cache, with the content key both the cache
-    # and the audit compute (receipts/modelkey.py). The whole tests/host/model directory
-    # but the wheel builders' tests (host/wheels.py, not in scope; one takes 24 s).
-    "host/model": Scope(
-        (
-            "host/model/pins.py",
-            "host/model/verify_gguf.py",
-            "host/model/cache.py",
-            "receipts/modelkey.py",
+    # The model's pins, the GGUF check and the cache (with the content key both the cache
+    # and the audit compute, receipts/modelkey.py): one scope each, each with the tests
+    # that import it (one scope with all of tests/host/model ran 3 mutants a minute).
+    "host/model/pins": Scope(
+        ("host/model/pins.py",),
+        tuple(
+            f"tests/host/model/{name}.py"
+            for name in (
+                "test_pins",
+                "test_pin_in_pass",
+                "test_onepass",
+                "test_hfcache",
+                "test_cache",
+                "test_progress",
+                "test_synth",
+                "test_sampling",
+            )
         ),
-        (
-            "tests/host/model/test_pins.py",
-            "tests/host/model/test_verify_gguf.py",
-            "tests/host/model/test_cache.py",
-            "tests/host/model/test_pin_in_pass.py",
-            "tests/host/model/test_onepass.py",
-            "tests/host/model",
+    ),
+    "host/model/verify_gguf": Scope(
+        ("host/model/verify_gguf.py",),
+        tuple(
+            f"tests/host/model/{name}.py"
+            for name in (
+                "test_verify_gguf",
+                "test_onepass",
+                "test_rawcopy",
+                "test_cancel",
+                "test_convert",
+                "test_llamacpp_divergences",
+                "test_model_card",
+            )
         ),
+    ),
+    "host/model/cache": Scope(
+        ("host/model/cache.py", "receipts/modelkey.py"),
         (
-            "tests/host/model/test_wheels.py",
-            "tests/host/model/test_wheels_cold.py",
-            "tests/host/model/test_parity.py",
+            *(
+                f"tests/host/model/{name}.py"
+                for name in (
+                    "test_cache",
+                    "test_pin_in_pass",
+                    "test_onepass",
+                    "test_hfcache",
+                    "test_cache_concurrency",
+                )
+            ),
+            "tests/harness/trial/test_modelstage.py",
         ),
     ),
     # The worker in three parts, each with the worker's unit tests (its own first): the
