@@ -159,3 +159,17 @@ def test_cache_reached_through_a_symlinked_ancestor_is_accepted(
     alias.symlink_to(real)
     via_alias = alias / snapshot.relative_to(real)
     assert pins_of(via_alias) == pins_of(tiny_dir)
+
+
+def test_a_blobs_that_is_a_file_is_a_refusal_not_a_crash(tiny_dir: Path, tmp_path: Path) -> None:
+    """Looking a blob up under a `blobs` that is not a directory fails with ENOTDIR (not
+    ENOENT): still a link that leads to no regular file, named, never an OSError out of
+    the pin."""
+    snapshot = hf_cache_of(tiny_dir, tmp_path)
+    blobs = snapshot.parent.parent / "blobs"
+    shutil.rmtree(blobs)
+    blobs.write_bytes(b"not a directory")
+    names = {path.name for path in snapshot.iterdir()}
+    category, subject = _refused(snapshot)
+    assert category == "symlink_not_file"
+    assert subject in names
