@@ -224,7 +224,8 @@ def test_prepare_times_are_the_clock_in_milliseconds(
     10 s per reading, so each field is 10,000 ms (0 where a stage does not run); a scale
     off by 0.1 % would show as 9,990 or 10,010."""
     readings = iter(range(1_000))
-    clock = SimpleNamespace(perf_counter=lambda: next(readings) * 10.0)
+    # Not from 0: a start reading of 0 would hide `verified + started` for `- started`.
+    clock = SimpleNamespace(perf_counter=lambda: 1_000.0 + next(readings) * 10.0)
     monkeypatch.setattr(cache_module, "time", clock)
     pins = pins_of(tiny_dir)
     built = prepare_model(tiny_dir, pins, "q8_0", expected=QWEN3, cache_root=tmp_path / "a")
