@@ -205,14 +205,28 @@ SCOPES: dict[str, Scope] = {
         ("guest/worker/memory.py",),
         ("tests/guest/worker/test_headroom.py", "tests/receipts/test_kernelfacts.py"),
     ),
-    "receipts/core": Scope(
+    # What a receipt's digests are computed over: canonical JSON, strict JSON, the bundle
+    # writer, the pin table and the tree digest, with their own tests.
+    "receipts/digests": Scope(
         (
-            "receipts/bundle.py",
             "receipts/canonical.py",
             "receipts/strictjson.py",
-            "receipts/staging.py",
+            "receipts/bundle.py",
             "receipts/pintable.py",
             "receipts/treedigest.py",
+        ),
+        (
+            "tests/receipts/test_canonical.py",
+            "tests/receipts/test_strictjson.py",
+            "tests/receipts/test_bundle.py",
+            "tests/receipts/test_pintable.py",
+            "tests/receipts/test_treedigest.py",
+            "tests/receipts/test_documented_limits.py",
+        ),
+    ),
+    "receipts/core": Scope(
+        (
+            "receipts/staging.py",
             "receipts/recordset.py",
             "receipts/log.py",
             "receipts/failure.py",
@@ -221,12 +235,7 @@ SCOPES: dict[str, Scope] = {
             "receipts/types.py",
         ),
         (
-            "tests/receipts/test_canonical.py",
-            "tests/receipts/test_strictjson.py",
-            "tests/receipts/test_bundle.py",
             "tests/receipts/test_staging.py",
-            "tests/receipts/test_pintable.py",
-            "tests/receipts/test_treedigest.py",
             "tests/receipts/test_log.py",
             "tests/receipts/test_failure.py",
             "tests/receipts/test_kernelfacts.py",
