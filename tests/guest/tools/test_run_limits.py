@@ -47,3 +47,20 @@ def test_budgets_are_closed_and_frozen() -> None:
     limits = RunLimits()
     with pytest.raises(ValidationError):
         limits.nproc = 2  # type: ignore[misc]
+
+
+def test_default_budgets_are_the_ones_every_agent_run_gets() -> None:
+    """No profile field sets RunLimits: the agent's ToolSet is built without
+    `run_limits` (guest/agent/__main__.py), so every run_tests call gets exactly these,
+    and the verifier (guest/verify/run.py) overrides only wall and CPU time. No doc
+    states them, so this test is where they are written down: a change to one is a
+    change to what every agent run is allowed, and must be made here too."""
+    assert RunLimits().model_dump() == {
+        "wall_seconds": 600.0,
+        "cpu_seconds": 600,
+        "address_space_bytes": 4 * 1024**3,  # 4 GiB
+        "file_size_bytes": 256 * MIB,
+        "nproc": 1024,
+        "tail_lines": 60,
+        "tail_bytes": 16 * 1024,  # 16 KiB
+    }

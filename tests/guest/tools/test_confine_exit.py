@@ -1,0 +1,113 @@
+"""How a finished command is named (`_exit_category`), and the deadline's boundary in
+the two waits before it (`_read_mark`, `_wait_unreaped`).
+
+Why exact cases: the category is what the model and the receipt see. A SIGKILL is a
+CPU-limit kill only when the command had used its whole CPU budget (the kernel sends
+SIGKILL one second after SIGXCPU); any other SIGKILL, and any other signal whatever its
+CPU use, is a plain `signaled`. Mislabelling either way tells the model the wrong
+thing about why its tests stopped. A deadline of exactly now has passed, in both waits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from guest.tools import confine
+from guest.tools.confine import _exit_category, _read_mark, _wait_unreaped
+
+KILL = -int(signal.SIGKILL)
+TERM = -int(signal.SIGTERM)
+
+
+def test_a_kill_after_the_whole_cpu_budget_is_a_cpu_limit() -> None:
+    assert _exit_category(KILL, False, cpu_used=2.5, cpu_cap=2) == "cpu_limit"
+
+
+def test_a_kill_at_exactly_the_cpu_budget_is_a_cpu_limit() -> None:
+    assert _exit_category(KILL, False, cpu_used=2.0, cpu_cap=2) == "cpu_limit"
+
+
+def test_a_kill_below_the_cpu_budget_is_a_signal() -> None:
+    assert _exit_category(KILL, False, cpu_used=1.99, cpu_cap=2) == "signaled"
+
+
+def test_another_signal_after_the_cpu_budget_is_still_a_signal() -> None:
+    assert _exit_category(TERM, False, cpu_used=5.0, cpu_cap=2) == "signaled"
+
+
+def test_sigxcpu_and_sigxfsz_are_named_whatever_the_cpu_use() -> None:
+    assert _exit_category(-int(signal.SIGXCPU), False, 0.0, 2) == "cpu_limit"
+    assert _exit_category(-int(signal.SIGXFSZ), False, 0.0, 2) == "file_size_limit"
+
+
+def test_exit_statuses_and_the_deadline() -> None:
+    assert _exit_category(0, False, 0.0, 2) == "passed"
+    assert _exit_category(1, False, 0.0, 2) == "failed"
+    assert _exit_category(0, True, 0.0, 2) == "deadline"  # the deadline wins
+
+
+class _FrozenClock:
+    """A clock stopped at `now`; reading it more than `reads` times means the caller
+    kept polling at a deadline that had already come."""
+
+    def __init__(self, now: float, reads: int) -> None:
+        self.now = now
+        self.left = reads
+
+    def monotonic(self) -> float:
+        if self.left == 0:
+            raise AssertionError("still waiting at a deadline that has come")
+        self.left -= 1
+        return self.now
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        del seconds
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_deadline_of_exactly_now_has_passed(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At `remaining == 0` the wait ends as timed out; it does not poll once more."""
+    monkeypatch.setattr(confine, "time", _FrozenClock(100.0, reads=3))
+    assert _wait_unreaped(sleeper.pid, deadline=100.0) is True
+
+
+@pytest.fixture
+def marked_pipe() -> Iterator[int]:
+    """A pipe holding a child's namespace report, its write end closed (the child exec'd)."""
+    r, w = os.pipe()
+    os.write(w, b"ok:net:[4026532000]")
+    os.close(w)
+    try:
+        yield r
+    finally:
+        os.close(r)
+
+
+def test_a_mark_is_read_before_the_deadline(marked_pipe: int) -> None:
+    assert _read_mark(marked_pipe, deadline=time.monotonic() + 30) == "net:[4026532000]"
+
+
+def test_a_mark_is_not_read_at_a_deadline_of_exactly_now(
+    marked_pipe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At `remaining == 0` the read gives up, even with the report already waiting."""
+    monkeypatch.setattr(confine, "time", _FrozenClock(100.0, reads=3))
+    assert _read_mark(marked_pipe, deadline=100.0) is None

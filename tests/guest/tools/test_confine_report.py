@@ -1,0 +1,158 @@
+"""run_confined's report: its duration in milliseconds, the report of a command that
+never ran, the keyword-only call, and where the network-namespace pieces come from.
+
+Why: `duration_ms` and the byte counts go into the tool-call receipt and are shown to
+the model; a report for a command that never started must say that nothing ran and
+nothing was output, not carry numbers from nowhere.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guest.tools import confine
+from guest.tools.confine import RunLimits, available_mechanism, own_net_namespace, run_confined
+
+TRUE = shutil.which("true") or "/bin/true"
+
+
+class _OneSecondPerRead:
+    """A clock that moves exactly one second each time it is read (and sleeps for real),
+    so any elapsed time it yields is a whole number of seconds."""
+
+    def __init__(self) -> None:
+        self.now = 10_000.0
+
+    def monotonic(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def _failing_unshare(flags: int) -> int:
+    """libc's unshare as it fails without the privilege: -1."""
+    del flags
+    return -1
+
+
+def test_duration_is_the_elapsed_time_in_milliseconds(tmp_path: Path) -> None:
+    report = run_confined(
+        [sys.executable, "-c", "import time; time.sleep(0.3)"],
+        cwd=str(tmp_path),
+        env={},
+        limits=RunLimits(wall_seconds=30),
+        net_policy="disabled",
+    )
+    assert report.exit == "passed"
+    assert 300 <= report.duration_ms < 10_000
+
+
+def test_duration_converts_whole_seconds_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(confine, "time", _OneSecondPerRead())
+    report = run_confined(
+        [TRUE], cwd=str(tmp_path), env={}, limits=RunLimits(), net_policy="disabled"
+    )
+    assert report.exit == "passed"
+    assert 1000 <= report.duration_ms < 600_000
+    assert report.duration_ms % 1000 == 0
+
+
+def test_a_command_that_never_ran_reports_nothing_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Required isolation whose unshare fails in the child: nothing ran, nothing was
+    output or omitted, and the time spent (two clock reads: one second) is reported."""
+    monkeypatch.setattr(confine, "_LIBC_UNSHARE", _failing_unshare)
+    monkeypatch.setattr(confine, "time", _OneSecondPerRead())
+    report = run_confined(
+        [TRUE],
+        cwd=str(tmp_path),
+        env={},
+        limits=RunLimits(),
+        net_policy="required",
+        mechanism="unshare_syscall",
+    )
+    assert report.exit is None
+    assert report.returncode is None
+    assert report.net_isolation == "not_applied"
+    assert report.net_mechanism == "unshare_syscall"
+    assert (report.tail, report.output_bytes, report.omitted_bytes) == ("", 0, 0)
+    assert report.duration_ms == 1000
+
+
+def test_everything_but_the_command_is_passed_by_name(tmp_path: Path) -> None:
+    """cwd, env, limits and the policy are keyword-only: a positional call (where two
+    of them could be swapped unseen) is refused before anything runs."""
+    positional: Any = run_confined
+    with pytest.raises(TypeError):
+        positional([TRUE], str(tmp_path), {}, RunLimits(), "disabled")
+
+
+def test_the_unshare_binary_is_found_on_our_path_not_the_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command's PATH has no `unshare` (only the `readlink` the wrapper needs):
+    the binary we resolved is run by its full path, and isolation is applied."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare binary here")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    readlink = shutil.which("readlink")
+    assert readlink is not None
+    (bin_dir / "readlink").symlink_to(readlink)
+    report = run_confined(
+        [TRUE],
+        cwd=str(tmp_path),
+        env={"PATH": str(bin_dir)},
+        limits=RunLimits(wall_seconds=30),
+        net_policy="required",
+        mechanism="unshare_binary",
+    )
+    assert report.exit == "passed"
+    assert report.net_mechanism == "unshare_binary"
+    assert report.net_isolation == "applied"
+
+
+def _path_with(tmp_path: Path, names: tuple[str, ...]) -> str:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in names:
+        exe = bin_dir / name
+        exe.write_text("#!/bin/sh\nexit 0\n")
+        exe.chmod(0o755)
+    return str(bin_dir)
+
+
+def test_without_the_syscall_the_binary_is_used_when_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(confine, "_LIBC_UNSHARE", None)
+    monkeypatch.setenv("PATH", _path_with(tmp_path, ("unshare",)))
+    assert available_mechanism() == "unshare_binary"
+
+
+def test_without_the_syscall_or_the_binary_there_is_no_mechanism(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(confine, "_LIBC_UNSHARE", None)
+    monkeypatch.setenv("PATH", _path_with(tmp_path, ()))
+    assert available_mechanism() == "none"
+
+
+def test_an_unreadable_namespace_link_is_none_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without /proc our namespace cannot be read: None (judged `unread`), no crash."""
+    monkeypatch.setattr(confine, "_NS_LINK", str(tmp_path / "no-proc" / "net"))
+    assert own_net_namespace() is None

@@ -1,0 +1,34 @@
+"""The output tail the model is shown (`_tail_text`) and the count of what it is not.
+
+Why exact: `omitted_bytes` is 0 only when the model saw every byte; a tail that fits
+is passed through unchanged (its last newline included); a cut tail starts at a whole
+line, except when there is no line break to cut at, when the one partial line is all
+there is to show.
+"""
+
+from __future__ import annotations
+
+from guest.tools.confine import RunLimits, _tail_text
+
+THREE = RunLimits(tail_lines=3)
+
+
+def test_exactly_as_many_lines_as_allowed_is_shown_whole() -> None:
+    raw = b"a\nb\nc\n"
+    assert _tail_text(raw, len(raw), THREE) == ("a\nb\nc\n", 0)
+
+
+def test_one_line_more_than_allowed_keeps_the_last_lines() -> None:
+    raw = b"a\nb\nc\nd\n"
+    assert _tail_text(raw, len(raw), THREE) == ("b\nc\nd", 3)  # "a\n" and the last newline
+
+
+def test_a_cut_tail_drops_its_partial_first_line_even_when_short() -> None:
+    """Few lines, but bytes were dropped before them: the first kept line is partial."""
+    raw = b"xyz\nlast\n"
+    assert _tail_text(raw, 100, THREE) == ("last", 96)
+
+
+def test_a_cut_tail_with_no_line_break_is_kept_whole() -> None:
+    raw = b"x" * 10
+    assert _tail_text(raw, 25, THREE) == ("x" * 10, 15)
