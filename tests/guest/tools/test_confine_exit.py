@@ -111,3 +111,23 @@ def test_a_mark_is_not_read_at_a_deadline_of_exactly_now(
     """At `remaining == 0` the read gives up, even with the report already waiting."""
     monkeypatch.setattr(confine, "time", _FrozenClock(100.0, reads=3))
     assert _read_mark(marked_pipe, deadline=100.0) is None
+
+
+def test_a_mark_is_read_up_to_its_bound_and_no_further() -> None:
+    """A child's report is bounded (256 bytes, prefix included): a longer one is cut
+    there, and the read stops at the bound without waiting for the child's exec."""
+    r, w = os.pipe()
+    try:
+        os.write(w, b"ok:" + b"x" * 297)
+        assert _read_mark(r, deadline=time.monotonic() + 30) == "x" * 253
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_command_ending_with_under_a_second_left_is_not_timed_out() -> None:
+    proc = subprocess.Popen(["sleep", "0.1"])
+    try:
+        assert _wait_unreaped(proc.pid, deadline=time.monotonic() + 0.9) is False
+    finally:
+        proc.wait()

@@ -8,6 +8,7 @@ nothing was output, not carry numbers from nowhere.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -156,3 +157,23 @@ def test_an_unreadable_namespace_link_is_none_not_an_error(
     """Without /proc our namespace cannot be read: None (judged `unread`), no crash."""
     monkeypatch.setattr(confine, "_NS_LINK", str(tmp_path / "no-proc" / "net"))
     assert own_net_namespace() is None
+
+
+def test_the_callers_inheritable_descriptors_are_not_passed_on(tmp_path: Path) -> None:
+    """An inheritable descriptor of ours (a socket or file a caller marked inheritable)
+    is closed before the command runs: the command sees only its stdin, stdout, stderr."""
+    r, w = os.pipe()
+    try:
+        os.set_inheritable(w, True)
+        report = run_confined(
+            ["/bin/sh", "-c", f"test -e /proc/self/fd/{w} && echo leaked; echo checked"],
+            cwd=str(tmp_path),
+            env={},
+            limits=RunLimits(wall_seconds=30),
+            net_policy="disabled",
+        )
+    finally:
+        os.close(r)
+        os.close(w)
+    assert report.exit == "passed"
+    assert report.tail == "checked\n"
