@@ -127,6 +127,7 @@ SCOPES: dict[str, Scope] = {
             "tests/guest/tools/test_confine_exit.py",
             "tests/guest/tools/test_confine_tail.py",
             "tests/guest/tools/test_confine_report.py",
+            "tests/guest/tools/test_confine_rlimits.py",
             "tests/guest/tools/test_run_tests.py",
             "tests/guest/tools/test_confine_run_as.py",
             "tests/guest/tools/test_sandbox.py",
