@@ -1,5 +1,5 @@
-"""How a finished command is named (`_exit_category`), and the deadline's boundary in
-the two waits before it (`_read_mark`, `_wait_unreaped`).
+"""How a finished command is named (`_exit_category`), how the child's namespace
+report is read and judged (`_read_mark`, `_judge`), and the deadline in both waits.
 
 Why exact cases: the category is what the model and the receipt see. A SIGKILL is a
 CPU-limit kill only when the command had used its whole CPU budget (the kernel sends
@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from guest.tools import confine
-from guest.tools.confine import _exit_category, _read_mark, _wait_unreaped
+from guest.tools.confine import _exit_category, _judge, _read_mark, _wait_unreaped
 
 KILL = -int(signal.SIGKILL)
 TERM = -int(signal.SIGTERM)
@@ -131,3 +132,56 @@ def test_a_command_ending_with_under_a_second_left_is_not_timed_out() -> None:
         assert _wait_unreaped(proc.pid, deadline=time.monotonic() + 0.9) is False
     finally:
         proc.wait()
+
+
+def test_a_mark_is_read_at_eof_without_waiting_for_the_deadline(
+    marked_pipe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clock reads (one per chunk, the report and then EOF), far from the deadline."""
+    monkeypatch.setattr(confine, "time", _FrozenClock(100.0, reads=2))
+    assert _read_mark(marked_pipe, deadline=130.0) == "net:[4026532000]"
+
+
+def test_a_mark_written_in_pieces_is_read_whole() -> None:
+    r, w = os.pipe()
+
+    def child() -> None:
+        os.write(w, b"ok:")
+        time.sleep(0.05)
+        os.write(w, b"net:[4026532000]")
+        os.close(w)
+
+    writer = threading.Thread(target=child)
+    writer.start()
+    try:
+        assert _read_mark(r, deadline=time.monotonic() + 30) == "net:[4026532000]"
+    finally:
+        writer.join()
+        os.close(r)
+
+
+def test_a_mark_without_its_prefix_is_no_mark() -> None:
+    r, w = os.pipe()
+    os.write(w, b"net:[4026532000]")
+    os.close(w)
+    try:
+        assert _read_mark(r, deadline=time.monotonic() + 30) is None
+    finally:
+        os.close(r)
+
+
+@pytest.mark.parametrize(
+    ("mark", "ours", "judged"),
+    [
+        (None, "net:[1]", "not_applied"),  # the child reported nothing: nothing worked
+        (None, None, "not_applied"),
+        ("", "net:[1]", "unread"),  # unshared, but the child could not read its link
+        ("net:[2]", None, "unread"),  # we could not read ours: nothing to compare
+        ("net:[2]", "net:[1]", "applied"),
+        ("net:[1]", "net:[1]", "not_applied"),  # unshare claimed success, same namespace
+    ],
+)
+def test_isolation_is_judged_by_comparing_namespaces(
+    mark: str | None, ours: str | None, judged: str
+) -> None:
+    assert _judge(mark, ours) == judged

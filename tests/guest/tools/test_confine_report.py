@@ -8,8 +8,13 @@ nothing was output, not carry numbers from nowhere.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import dataclasses
+import errno
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -18,9 +23,16 @@ from typing import Any
 import pytest
 
 from guest.tools import confine
-from guest.tools.confine import RunLimits, available_mechanism, own_net_namespace, run_confined
+from guest.tools.confine import (
+    RunLimits,
+    _load_libc_unshare,
+    available_mechanism,
+    own_net_namespace,
+    run_confined,
+)
 
 TRUE = shutil.which("true") or "/bin/true"
+FAILING_UNSHARE = "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
 
 
 class _OneSecondPerRead:
@@ -177,3 +189,173 @@ def test_the_callers_inheritable_descriptors_are_not_passed_on(tmp_path: Path) -
         os.close(w)
     assert report.exit == "passed"
     assert report.tail == "checked\n"
+
+
+def test_the_report_cannot_be_changed_once_made(tmp_path: Path) -> None:
+    report = run_confined(
+        [TRUE], cwd=str(tmp_path), env={}, limits=RunLimits(), net_policy="disabled"
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.exit = "failed"  # type: ignore[misc]
+
+
+def test_the_end_of_a_quick_command_is_noticed_at_once(tmp_path: Path) -> None:
+    """The leader's exit is polled every 10 ms, not every second."""
+    report = run_confined(
+        ["sleep", "0.05"],
+        cwd=str(tmp_path),
+        env={"PATH": "/usr/bin:/bin"},
+        limits=RunLimits(),
+        net_policy="disabled",
+    )
+    assert report.exit == "passed"
+    assert 50 <= report.duration_ms < 500
+
+
+def test_an_escaped_process_holding_the_output_costs_one_second_at_most(
+    tmp_path: Path,
+) -> None:
+    """Without a sandbox, a process that left the group (setsid) survives the group kill
+    and keeps the output pipe open: the drain gives it the 1 s grace and then stops
+    promptly (within the drain's 50 ms poll), instead of waiting for the process to end."""
+    report = run_confined(
+        ["/bin/sh", "-c", "setsid sleep 5 & echo $!; sleep 0.2"],
+        cwd=str(tmp_path),
+        env={"PATH": "/usr/bin:/bin"},
+        limits=RunLimits(),
+        net_policy="disabled",
+    )
+    escaped = int(report.tail)
+    try:
+        assert report.exit == "passed"
+        assert 1200 <= report.duration_ms < 1700  # leader 0.2 s, grace 1 s
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, signal.SIGKILL)
+
+
+def test_a_command_past_its_deadline_reports_the_kill(tmp_path: Path) -> None:
+    report = run_confined(
+        ["sleep", "30"],
+        cwd=str(tmp_path),
+        env={"PATH": "/usr/bin:/bin"},
+        limits=RunLimits(wall_seconds=0.2),
+        net_policy="disabled",
+    )
+    assert report.exit == "deadline"
+    assert report.returncode == -signal.SIGKILL
+
+
+def test_the_loaded_unshare_reports_its_errno() -> None:
+    """The child raises OSError(errno) from a failed unshare: libc's errno must reach us."""
+    unshare = _load_libc_unshare()
+    assert unshare is not None
+    ctypes.set_errno(0)
+    assert unshare(1) == -1  # 1 is no CLONE_* flag: refused before anything is done
+    assert ctypes.get_errno() == errno.EINVAL
+
+
+def test_no_loadable_c_library_gives_no_syscall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no C library can be loaded (a real OSError from dlopen): None, not a crash
+    at import, and `auto` then looks for the binary."""
+    real = ctypes.CDLL
+
+    def cdll(name: str | None, use_errno: bool = False) -> ctypes.CDLL:
+        del name
+        return real("/nonexistent/libc.so.6", use_errno=use_errno)
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    assert _load_libc_unshare() is None
+
+
+@pytest.fixture
+def failing_unshare_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An `unshare` on our PATH that fails as it does without the privilege."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "unshare"
+    exe.write_text(
+        "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    work = tmp_path / "work"
+    work.mkdir()
+    return work
+
+
+def test_a_failed_unshare_binary_runs_nothing_when_isolation_is_required(
+    failing_unshare_binary: Path,
+) -> None:
+    report = run_confined(
+        ["/bin/sh", "-c", "echo ran > ran.txt"],
+        cwd=str(failing_unshare_binary),
+        env={},
+        limits=RunLimits(wall_seconds=30),
+        net_policy="required",
+        mechanism="unshare_binary",
+    )
+    assert report.exit is None
+    assert report.net_isolation == "not_applied"
+    assert not (failing_unshare_binary / "ran.txt").exists()
+
+
+def test_a_failed_unshare_binary_runs_the_command_unisolated_at_best_effort(
+    failing_unshare_binary: Path,
+) -> None:
+    report = run_confined(
+        ["/bin/sh", "-c", "echo ran > ran.txt"],
+        cwd=str(failing_unshare_binary),
+        env={},
+        limits=RunLimits(wall_seconds=30),
+        net_policy="best_effort",
+        mechanism="unshare_binary",
+    )
+    assert report.exit == "passed"
+    assert (report.net_mechanism, report.net_isolation) == ("none", "not_applied")
+    assert (failing_unshare_binary / "ran.txt").read_text() == "ran\n"
+
+
+@pytest.mark.parametrize("policy", ["required", "best_effort"])
+def test_run_as_refuses_the_unshare_binary_before_running(tmp_path: Path, policy: str) -> None:
+    """The binary would have to run as root after the drop: refused, nothing runs."""
+    with pytest.raises(ValueError, match="syscall"):
+        run_confined(
+            ["/bin/sh", "-c", "echo ran > ran.txt"],
+            cwd=str(tmp_path),
+            env={},
+            limits=RunLimits(),
+            net_policy=policy,  # type: ignore[arg-type]
+            mechanism="unshare_binary",
+            run_as=(65534, 65534),
+        )
+    assert not (tmp_path / "ran.txt").exists()
+
+
+def test_the_unshare_binary_is_chosen_by_name_even_with_the_syscall_available(
+    tmp_path: Path,
+) -> None:
+    """`mechanism` names one: it is used as named, not replaced by what `auto` picks."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare binary here")
+    report = run_confined(
+        [TRUE],
+        cwd=str(tmp_path),
+        env={},
+        limits=RunLimits(wall_seconds=30),
+        net_policy="required",
+        mechanism="unshare_binary",
+    )
+    assert report.net_mechanism == "unshare_binary"
+
+
+def test_disabled_network_policy_uses_no_mechanism(tmp_path: Path) -> None:
+    report = run_confined(
+        [TRUE],
+        cwd=str(tmp_path),
+        env={},
+        limits=RunLimits(),
+        net_policy="disabled",
+        mechanism="unshare_syscall",
+    )
+    assert (report.net_mechanism, report.net_isolation) == ("none", "not_applied")

@@ -24,11 +24,22 @@ def test_one_line_more_than_allowed_keeps_the_last_lines() -> None:
 
 
 def test_a_cut_tail_drops_its_partial_first_line_even_when_short() -> None:
-    """Few lines, but bytes were dropped before them: the first kept line is partial."""
-    raw = b"xyz\nlast\n"
-    assert _tail_text(raw, 100, THREE) == ("last", 96)
+    """Few lines, but bytes were dropped before them: the first kept line is partial,
+    and every whole line after it is kept."""
+    raw = b"xyz\nnext\nlast\n"
+    assert _tail_text(raw, 100, THREE) == ("next\nlast", 91)
 
 
 def test_a_cut_tail_with_no_line_break_is_kept_whole() -> None:
     raw = b"x" * 10
     assert _tail_text(raw, 25, THREE) == ("x" * 10, 15)
+
+
+def test_a_cut_tail_of_undecodable_bytes_still_counts_something_omitted() -> None:
+    """Each undecodable byte is shown as U+FFFD (three bytes in UTF-8), so the kept text
+    can be longer than the output it came from; lines were still left out, and the
+    count says so (at least one byte), never 0 or less."""
+    raw = b"\xff\xff\xff\xff\n" * 5
+    text, omitted = _tail_text(raw, len(raw), THREE)
+    assert text == "\n".join(["\ufffd" * 4] * 3)
+    assert omitted == 1
