@@ -142,6 +142,13 @@ def test_a_mark_is_read_at_eof_without_waiting_for_the_deadline(
     assert _read_mark(marked_pipe, deadline=130.0) == "net:[4026532000]"
 
 
+def test_a_mark_is_read_with_under_a_second_left(
+    marked_pipe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(confine, "time", _FrozenClock(100.0, reads=2))
+    assert _read_mark(marked_pipe, deadline=100.5) == "net:[4026532000]"
+
+
 def test_a_mark_written_in_pieces_is_read_whole() -> None:
     r, w = os.pipe()
 
