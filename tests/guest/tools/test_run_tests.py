@@ -192,6 +192,22 @@ def test_cpu_limit_category(ws: Path) -> None:
     assert details(result)["exit"] == "cpu_limit"
 
 
+def test_cpu_limit_kill_counts_system_time(ws: Path) -> None:
+    """A command that ignores SIGXCPU is killed at the hard limit (budget + 1 s) and is
+    still a CPU-limit end, though its time was spent in the kernel (reading /dev/zero):
+    the CPU used is user plus system time, as the kernel's limit counts it. Takes 2 s."""
+    code = (
+        "import os, signal\n"
+        "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+        "fd = os.open('/dev/zero', os.O_RDONLY)\n"
+        "while True:\n"
+        "    os.read(fd, 1 << 20)\n"
+    )
+    result = run(ws, [PY, "-c", code], run_limits=RunLimits(cpu_seconds=1, wall_seconds=30))
+    assert details(result)["returncode"] == -9
+    assert details(result)["exit"] == "cpu_limit"
+
+
 def test_output_tail_bounded_and_counted(ws: Path) -> None:
     code = "for i in range(5000): print(f'line {i:05d}')"
     result = run(ws, [PY, "-c", code], run_limits=RunLimits(tail_lines=10))
