@@ -1,14 +1,18 @@
-"""The output tail the model is shown (`_tail_text`) and the count of what it is not.
+"""The output tail the model is shown (`_Tail` drains it, `_tail_text` cuts it) and the
+count of what it is not.
 
 Why exact: `omitted_bytes` is 0 only when the model saw every byte; a tail that fits
 is passed through unchanged (its last newline included); a cut tail starts at a whole
 line, except when there is no line break to cut at, when the one partial line is all
-there is to show.
+there is to show. The drain keeps at most `tail_bytes` however much is written, so a
+command's output never has to fit in memory.
 """
 
 from __future__ import annotations
 
-from guest.tools.confine import RunLimits, _tail_text
+import os
+
+from guest.tools.confine import RunLimits, _Tail, _tail_text
 
 THREE = RunLimits(tail_lines=3)
 
@@ -43,3 +47,21 @@ def test_a_cut_tail_of_undecodable_bytes_still_counts_something_omitted() -> Non
     text, omitted = _tail_text(raw, len(raw), THREE)
     assert text == "\n".join(["\ufffd" * 4] * 3)
     assert omitted == 1
+
+
+def test_the_drain_keeps_only_the_last_tail_bytes_and_counts_all() -> None:
+    r, w = os.pipe()
+    try:
+        tail = _Tail(r, 256)
+        for i in range(10):
+            os.write(w, bytes([ord("a") + i]) * 99 + b"\n")
+        os.close(w)
+        raw = tail.finish(grace_s=5.0)
+    finally:
+        os.close(r)
+    assert tail.total == 1000
+    assert raw == (b"h" * 99 + b"\n")[-56:] + b"i" * 99 + b"\n" + b"j" * 99 + b"\n"
+    assert _tail_text(raw, tail.total, RunLimits(tail_bytes=256)) == (
+        "i" * 99 + "\n" + "j" * 99,
+        801,
+    )
