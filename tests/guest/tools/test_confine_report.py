@@ -359,3 +359,21 @@ def test_disabled_network_policy_uses_no_mechanism(tmp_path: Path) -> None:
         mechanism="unshare_syscall",
     )
     assert (report.net_mechanism, report.net_isolation) == ("none", "not_applied")
+
+
+def test_an_unreadable_namespace_in_the_child_runs_the_command_as_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unshare worked but neither side can read a namespace link (no /proc): the
+    command runs, and isolation is `unread`, neither claimed nor refused."""
+    monkeypatch.setattr(confine, "_NS_LINK", str(tmp_path / "no-proc" / "net"))
+    report = run_confined(
+        [TRUE],
+        cwd=str(tmp_path),
+        env={},
+        limits=RunLimits(wall_seconds=30),
+        net_policy="required",
+        mechanism="unshare_syscall",
+    )
+    assert report.exit == "passed"
+    assert (report.net_mechanism, report.net_isolation) == ("unshare_syscall", "unread")
