@@ -19,6 +19,7 @@ import pytest
 
 from guest.agent.loop import AgentLimits, run_agent
 from guest.agent.policy import ScriptedPolicy
+from guest.tools import confine
 from guest.tools.confine import RunLimits, RunReport, run_confined
 from guest.tools.registry import DEFAULT_ENV, ToolSet
 from guest.tools.sandbox import (
@@ -146,6 +147,27 @@ def test_a_detached_process_does_not_outlive_the_call(scratch: Path) -> None:
         assert "started" in report.tail
         assert report.cgroup_end == "emptied"
         assert processes_of(AGENT_UID) == 0
+        assert [p.name for p in sandbox.parent.iterdir() if p.is_dir()] == []
+
+
+def _failing_unshare(flags: int) -> int:
+    del flags
+    return -1
+
+
+def test_a_failed_unshare_in_a_sandbox_runs_nothing_and_leaves_no_cgroup(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Isolation required and the unshare fails in the child: nothing ran (the report
+    says so, with no cgroup end to add to it), and the call's cgroup is still killed and
+    removed. Mutation control: `report is None or group is None` as `and` in _attempt
+    raises TypeError (dataclasses.replace on no report)."""
+    monkeypatch.setattr(confine, "_LIBC_UNSHARE", _failing_unshare)
+    workspace = _workspace(scratch)
+    with host_sandbox(workspace) as sandbox:
+        report = _confined(sandbox, workspace, "echo ran > ran.txt")
+        assert (report.exit, report.cgroup_end) == (None, None)
+        assert not (workspace / "ran.txt").exists()
         assert [p.name for p in sandbox.parent.iterdir() if p.is_dir()] == []
 
 
