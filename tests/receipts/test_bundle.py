@@ -19,6 +19,7 @@ from receipts.bundle import (
     TrialRecordMissing,
     bundle_bytes,
     write_bundle,
+    zip_bytes,
 )
 from receipts.records import HostStateRecordV1, HostStateRecordV2, MemoryRecord, MemorySample
 from receipts.staging import TargetExists, staged_file, staging_prefix
@@ -176,3 +177,12 @@ def test_interrupt_during_write_removes_the_partial(
         write_bundle(accepted_model_trial(), tmp_path / "r.zip")
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_container_is_never_zip64() -> None:
+    """The audit reads ZIP32 only; a receipt that would need ZIP64 (here 65,536 entries,
+    one past ZIP32's count) is refused at writing, not written in a shape the audit
+    refuses."""
+    assert zip_bytes({"a": b""})[-22:-18] == b"PK\x05\x06"  # a plain end record
+    with pytest.raises(zipfile.LargeZipFile):
+        zip_bytes({f"e{i:05d}": b"" for i in range(65_536)})

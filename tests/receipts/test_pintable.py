@@ -54,3 +54,16 @@ def test_table_must_be_sorted_and_unique() -> None:
         PinTable(files=(pin, other))
     with pytest.raises(pydantic.ValidationError):
         PinTable(files=(pin, pin))
+
+
+def test_a_table_holds_at_most_200_000_files() -> None:
+    """The gate parses a pin table it received before it trusts anything, so the table's
+    length is bounded: 200,000 files (a runtime tree is a few hundred) is accepted, one
+    more is refused."""
+    pinned = tuple(
+        PinnedFile.model_construct(path=f"f{i:06d}", size=1, sha256="0" * 64)
+        for i in range(200_001)
+    )
+    assert len(PinTable(files=pinned[:200_000]).files) == 200_000
+    with pytest.raises(pydantic.ValidationError):
+        PinTable(files=pinned)
