@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,29 @@ def test_a_path_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
     (root / os.fsdecode(b"bad\xff")).write_bytes(b"")
     with pytest.raises(TreeDigestError):
         tree_sha256(root)
+
+
+def test_a_file_swapped_for_a_link_after_listing_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's workspace is hostile: a regular file listed and then replaced by a link
+    before it is read must not put the link's target (here a file outside the tree) into
+    the digest. The open refuses to follow it (ELOOP)."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "a").write_text("inside")
+    outside = tmp_path / "outside"
+    outside.write_text("secret")
+    real_lstat = os.lstat
+
+    def lstat_then_swap(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        info = real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+        if os.path.basename(path) == "a" and stat.S_ISREG(info.st_mode):
+            os.unlink(path)
+            os.symlink(outside, path)
+        return info
+
+    monkeypatch.setattr(os, "lstat", lstat_then_swap)
+    with pytest.raises(OSError) as info:
+        tree_sha256(root)
+    assert info.value.errno == errno.ELOOP
