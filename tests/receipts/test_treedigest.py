@@ -106,3 +106,28 @@ def test_a_file_swapped_for_a_link_after_listing_is_not_followed(
     with pytest.raises(OSError) as info:
         tree_sha256(root)
     assert info.value.errno == errno.ELOOP
+
+
+@pytest.mark.parametrize("mode", [0o700, 0o610, 0o601])
+def test_any_one_execute_bit_makes_a_file_executable(tmp_path: Path, mode: int) -> None:
+    """Owner, group or other: any one of the three execute bits counts (the verifier's
+    copy keeps the bit, and a test runner that runs the file needs only one)."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "run").write_text("#!/bin/sh\n")
+    (root / "run").chmod(mode)
+    (root / "data").write_text("x")
+    (root / "data").chmod(0o666)
+    assert [entry[3] for entry in tree_entries(root)] == [False, True]
+
+
+def test_entries_are_in_path_order_whatever_their_other_fields(tmp_path: Path) -> None:
+    """Sorted by path alone: an executable `a` comes before a plain `b`, and the larger,
+    later-written file does not move."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "b").write_text("b")
+    (root / "a").write_text("a" * 100)
+    (root / "a").chmod(0o755)
+    (root / "c").write_text("")
+    assert [entry[0] for entry in tree_entries(root)] == ["a", "b", "c"]
