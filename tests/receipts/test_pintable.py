@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -67,3 +68,15 @@ def test_a_table_holds_at_most_200_000_files() -> None:
     assert len(PinTable(files=pinned[:200_000]).files) == 200_000
     with pytest.raises(pydantic.ValidationError):
         PinTable(files=pinned)
+
+
+def test_each_pin_is_the_sha256_and_size_of_the_file_s_bytes(tmp_path: Path) -> None:
+    """What the gate compares against: the digest of every byte, across read chunks too
+    (a 3 MiB + 1 file spans four 1 MiB reads)."""
+    root = _tree(tmp_path)
+    big = os.urandom(3 * 1024 * 1024 + 1)
+    (root / "pkg" / "big.bin").write_bytes(big)
+    for pinned in build_pin_table(root).files:
+        data = (root / pinned.path).read_bytes()
+        assert pinned.size == len(data)
+        assert pinned.sha256 == hashlib.sha256(data).hexdigest()
