@@ -12,16 +12,20 @@ from pathlib import Path
 
 import pytest
 
+import receipts.bundle as bundle_module
 from receipts.bundle import (
     NotCurrentVersion,
     RecordTooLarge,
     SequenceOutOfOrder,
     TrialRecordMissing,
     bundle_bytes,
+    bundle_entries,
     write_bundle,
     zip_bytes,
 )
 from receipts.records import HostStateRecordV1, HostStateRecordV2, MemoryRecord, MemorySample
+from receipts.records.base import Record
+from receipts.recordset import MANIFEST_NAME
 from receipts.staging import TargetExists, staged_file, staging_prefix
 from tests.receipts.builders import accepted_model_trial, replace
 
@@ -186,3 +190,26 @@ def test_the_container_is_never_zip64() -> None:
     assert zip_bytes({"a": b""})[-22:-18] == b"PK\x05\x06"  # a plain end record
     with pytest.raises(zipfile.LargeZipFile):
         zip_bytes({f"e{i:05d}": b"" for i in range(65_536)})
+
+
+def test_a_record_and_a_manifest_of_exactly_their_ceiling_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ceilings are inclusive: at exactly the ceiling an entry is written, one byte
+    over it is refused. The ceilings are lowered to this receipt's own largest record
+    and its manifest (a 64 KiB record cannot be built from bounded fields here)."""
+    records = accepted_model_trial()
+    entries = bundle_entries(records)
+    largest = max(len(data) for name, data in entries.items() if name != MANIFEST_NAME)
+    manifest = len(entries[MANIFEST_NAME])
+    monkeypatch.setattr(Record, "CEILING_BYTES", largest)
+    monkeypatch.setattr(bundle_module, "MANIFEST_CEILING_BYTES", manifest)
+    assert bundle_entries(records) == entries
+    monkeypatch.setattr(Record, "CEILING_BYTES", largest - 1)
+    with pytest.raises(RecordTooLarge):
+        bundle_entries(records)
+    monkeypatch.setattr(Record, "CEILING_BYTES", largest)
+    monkeypatch.setattr(bundle_module, "MANIFEST_CEILING_BYTES", manifest - 1)
+    with pytest.raises(RecordTooLarge) as info:
+        bundle_entries(records)
+    assert str(info.value) == MANIFEST_NAME

@@ -59,3 +59,13 @@ def test_parse_refuses_with_category(data: bytes, category: str) -> None:
 def test_parse_inverts_canonical(value: object) -> None:
     data = canonical(value)
     assert canonical(parse_canonical(data)) == data
+
+
+@pytest.mark.parametrize("key", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_float_key_is_refused_too(key: float) -> None:
+    """json.dumps writes a float key as its text (`{"NaN":1}`); canonical JSON has no such
+    number, so it is refused like a non-finite value. (Refused as json.dumps' ValueError,
+    not a CanonicalError category: our records' keys are always strings, so no record
+    can reach it; the refusal itself is what this pins.)"""
+    with pytest.raises(ValueError):
+        canonical({key: 1})
