@@ -18,13 +18,15 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from guest.tools import confine
+from guest.tools.categories import NetPolicy
 from guest.tools.confine import (
     RunLimits,
+    RunReport,
     _load_libc_unshare,
     available_mechanism,
     own_net_namespace,
@@ -117,8 +119,7 @@ def test_the_unshare_binary_is_found_on_our_path_not_the_commands(
 ) -> None:
     """The command's PATH has no `unshare` (only the `readlink` the wrapper needs):
     the binary we resolved is run by its full path, and isolation is applied."""
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare binary here")
+    assert shutil.which("unshare") is not None  # util-linux, on every Debian
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     readlink = shutil.which("readlink")
@@ -285,17 +286,22 @@ def failing_unshare_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     return work
 
 
+def _echo_with_the_binary(work: Path, policy: NetPolicy) -> RunReport:
+    """`echo ran > ran.txt` in `work`, isolated by the `unshare` binary on our PATH."""
+    return run_confined(
+        ["/bin/sh", "-c", "echo ran > ran.txt"],
+        cwd=str(work),
+        env={},
+        limits=RunLimits(wall_seconds=30),
+        net_policy=policy,
+        mechanism="unshare_binary",
+    )
+
+
 def test_a_failed_unshare_binary_runs_nothing_when_isolation_is_required(
     failing_unshare_binary: Path,
 ) -> None:
-    report = run_confined(
-        ["/bin/sh", "-c", "echo ran > ran.txt"],
-        cwd=str(failing_unshare_binary),
-        env={},
-        limits=RunLimits(wall_seconds=30),
-        net_policy="required",
-        mechanism="unshare_binary",
-    )
+    report = _echo_with_the_binary(failing_unshare_binary, "required")
     assert report.exit is None
     assert report.net_isolation == "not_applied"
     assert not (failing_unshare_binary / "ran.txt").exists()
@@ -304,14 +310,7 @@ def test_a_failed_unshare_binary_runs_nothing_when_isolation_is_required(
 def test_a_failed_unshare_binary_runs_the_command_unisolated_at_best_effort(
     failing_unshare_binary: Path,
 ) -> None:
-    report = run_confined(
-        ["/bin/sh", "-c", "echo ran > ran.txt"],
-        cwd=str(failing_unshare_binary),
-        env={},
-        limits=RunLimits(wall_seconds=30),
-        net_policy="best_effort",
-        mechanism="unshare_binary",
-    )
+    report = _echo_with_the_binary(failing_unshare_binary, "best_effort")
     assert report.exit == "passed"
     assert (report.net_mechanism, report.net_isolation) == ("none", "not_applied")
     assert (failing_unshare_binary / "ran.txt").read_text() == "ran\n"
@@ -333,20 +332,26 @@ def test_run_as_refuses_the_unshare_binary_before_running(tmp_path: Path, policy
     assert not (tmp_path / "ran.txt").exists()
 
 
+def _true_isolated_by(
+    work: Path, mechanism: Literal["unshare_syscall", "unshare_binary"]
+) -> RunReport:
+    """`true` in `work` with network isolation required, by the named mechanism."""
+    return run_confined(
+        [TRUE],
+        cwd=str(work),
+        env={},
+        limits=RunLimits(wall_seconds=30),
+        net_policy="required",
+        mechanism=mechanism,
+    )
+
+
 def test_the_unshare_binary_is_chosen_by_name_even_with_the_syscall_available(
     tmp_path: Path,
 ) -> None:
     """`mechanism` names one: it is used as named, not replaced by what `auto` picks."""
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare binary here")
-    report = run_confined(
-        [TRUE],
-        cwd=str(tmp_path),
-        env={},
-        limits=RunLimits(wall_seconds=30),
-        net_policy="required",
-        mechanism="unshare_binary",
-    )
+    assert shutil.which("unshare") is not None  # util-linux, on every Debian
+    report = _true_isolated_by(tmp_path, "unshare_binary")
     assert report.net_mechanism == "unshare_binary"
 
 
@@ -368,13 +373,6 @@ def test_an_unreadable_namespace_in_the_child_runs_the_command_as_unread(
     """The unshare worked but neither side can read a namespace link (no /proc): the
     command runs, and isolation is `unread`, neither claimed nor refused."""
     monkeypatch.setattr(confine, "_NS_LINK", str(tmp_path / "no-proc" / "net"))
-    report = run_confined(
-        [TRUE],
-        cwd=str(tmp_path),
-        env={},
-        limits=RunLimits(wall_seconds=30),
-        net_policy="required",
-        mechanism="unshare_syscall",
-    )
+    report = _true_isolated_by(tmp_path, "unshare_syscall")
     assert report.exit == "passed"
     assert (report.net_mechanism, report.net_isolation) == ("unshare_syscall", "unread")

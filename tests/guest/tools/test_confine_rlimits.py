@@ -15,8 +15,6 @@ import json
 import os
 import resource
 
-import pytest
-
 from guest.tools.confine import RunLimits, _set_limits
 
 INF = resource.RLIM_INFINITY
@@ -57,17 +55,17 @@ def limits_set_under(hard: dict[str, int], limits: RunLimits = LIMITS) -> dict[s
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     got = json.loads(data)
-    if isinstance(got, str):
-        pytest.skip(got)
-    assert isinstance(got, dict)
+    # The tests run as root (the harness's machines; CI): raising a hard limit works.
+    assert isinstance(got, dict), got
     return got
 
 
 def test_under_unlimited_hard_limits_soft_and_hard_are_the_budget() -> None:
     """Unlimited is RLIM_INFINITY (-1 to Python): it must never be taken as a number."""
     unlimited = ("cpu", "as", "fsize")
-    if any(resource.getrlimit(NAMES[name])[1] != INF for name in unlimited):
-        pytest.skip("this process inherits a finite hard CPU, address-space or file limit")
+    # Root's hard limits are unlimited on the harness's machines (CI included): if this
+    # fails, the machine is not one the harness supports, and the test says so.
+    assert all(resource.getrlimit(NAMES[name])[1] == INF for name in unlimited)
     got = limits_set_under({})
     assert {name: got[name] for name in unlimited} == {
         "cpu": [7, 8],  # SIGXCPU at 7 s, SIGKILL at 8 s
