@@ -8,6 +8,7 @@ address space or file; more output kept than the model could be shown.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,11 +53,13 @@ def test_budgets_are_closed_and_frozen() -> None:
 def test_default_budgets_are_the_ones_every_agent_run_gets() -> None:
     """No profile field sets RunLimits: the agent's ToolSet is built without
     `run_limits` (guest/agent/__main__.py), so every run_tests call gets exactly these,
-    and the verifier (guest/verify/run.py) overrides only wall and CPU time. No doc
-    states them, so this test is where they are written down: a change to one is a
-    change to what every agent run is allowed, and must be made here too."""
-    assert RunLimits().model_dump() == {
-        "wall_seconds": 600.0,
+    and the verifier (guest/verify/run.py) overrides only wall and CPU time. They are
+    what docs/receipts.md promises a reviewer; this reads them from there, so the code
+    and the page cannot drift apart."""
+    documented = _documented_run_limits()
+    assert RunLimits().model_dump() == documented
+    assert documented == {
+        "wall_seconds": 600,
         "cpu_seconds": 600,
         "address_space_bytes": 4 * 1024**3,  # 4 GiB
         "file_size_bytes": 256 * MIB,
@@ -64,3 +67,16 @@ def test_default_budgets_are_the_ones_every_agent_run_gets() -> None:
         "tail_lines": 60,
         "tail_bytes": 16 * 1024,  # 16 KiB
     }
+
+
+def _documented_run_limits() -> dict[str, int]:
+    """The table after the `run-limits` marker in docs/receipts.md: `| name | value ... |`."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "receipts.md").read_text()
+    table = text.split("<!-- run-limits: read by tests/guest/tools/test_run_limits.py -->", 1)[1]
+    limits: dict[str, int] = {}
+    for line in table.strip().splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 2:
+            break
+        limits[cells[0].strip("`")] = int(cells[1].split()[0])
+    return limits
