@@ -154,7 +154,10 @@ def test_the_thread_waits_the_sample_interval_between_samples() -> None:
     _cancel, watchdog = _watchdog(reader)
     started = time.monotonic()
     watchdog.start()
-    time.sleep(0.3)
+    waited = started + 10
+    while reader.reads < 1 and time.monotonic() < waited:
+        time.sleep(0.01)
+    time.sleep(0.2)
     watchdog.stop()
     elapsed = time.monotonic() - started
     assert 1 <= reader.reads <= elapsed / SAMPLE_INTERVAL_S + 1
