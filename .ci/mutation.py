@@ -166,6 +166,8 @@ SCOPES: dict[str, Scope] = {
             f"tests/host/model/{name}.py"
             for name in (
                 "test_verify_gguf",
+                "test_inwrite",
+                "test_verify_gguf_bounds",
                 "test_onepass",
                 "test_rawcopy",
                 "test_cancel",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -19,11 +21,13 @@ from host.model.convert import convert, plan_conversion
 from host.model.safetensors_header import DTYPES, widen
 from host.model.verify_gguf import (
     IDENTITY_EXCEPT_NAN,
+    VerifyReport,
     check_tensors,
     expected_metadata,
     has_nan,
     open_hashing,
     permutation_rows,
+    storage_type,
     verify_gguf,
 )
 from tests.host.model.helpers import Tensors, edit_json, edit_weights
@@ -394,3 +398,37 @@ def test_refusals_name_the_key_or_tensor(converted: Path, tiny_dir: Path, tmp_pa
         with pytest.raises(VerifyError) as info:
             verify_gguf(path, tiny_dir, "q8_0")
         assert (info.value.category, info.value.subject) == expected
+
+
+def test_q8_0_blocks_run_along_the_last_axis() -> None:
+    """Q8_0 packs 32 values of a row (the last axis, GGUF's innermost) per block: a
+    tensor whose rows do not fill whole blocks is stored F16, whatever its other axes;
+    1-D tensors are F32 at every outtype."""
+    assert storage_type((2, 64, 48), "q8_0") == Q.F16
+    assert storage_type((2, 48, 64), "q8_0") == Q.Q8_0
+    assert storage_type((48, 64), "q8_0") == Q.Q8_0
+    assert storage_type((64,), "q8_0") == Q.F32
+    assert storage_type((2, 64, 48), "bf16") == Q.BF16
+
+
+def test_rope_theta_defaults_to_transformers_default(tiny_dir: Path) -> None:
+    """A config without ``rope_theta`` (nor ``rope_parameters``) means transformers'
+    default base, 10000: the expected ``rope.freq_base`` is that, not a guess."""
+    plan = plan_conversion(tiny_dir, "f32")
+    config = json.loads((tiny_dir / "config.json").read_text())
+    assert config["rope_theta"] != 10000.0  # the tiny Qwen3's own base is another
+    config.pop("rope_theta")
+    config.pop("rope_parameters", None)
+    types, value = expected_metadata(config, plan)["qwen3.rope.freq_base"]
+    assert (types, value) == ([V.FLOAT32], np.float32(10000.0))
+    config["rope_parameters"] = {"rope_theta": 5e5}
+    assert expected_metadata(config, plan)["qwen3.rope.freq_base"][1] == np.float32(5e5)
+
+
+def test_a_verify_report_cannot_be_changed(converted: Path, tiny_dir: Path) -> None:
+    """The report's digest is what the cache records and a receipt carries: it is
+    immutable once made."""
+    report = verify_gguf(converted, tiny_dir, "q8_0")
+    assert isinstance(report, VerifyReport)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.sha256 = "0" * 64  # type: ignore[misc]
