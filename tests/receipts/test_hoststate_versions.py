@@ -36,6 +36,7 @@ from receipts.audit import audit_and_read, audit_bytes
 from receipts.bundle import bundle_entries
 from receipts.canonical import canonical
 from receipts.records import HostStateRecord, HostStateRecordV1, HostStateRecordV2
+from receipts.records.hoststate import facet_exclusions, facet_unrelated
 from receipts.recordset import MANIFEST_NAME
 from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial
@@ -286,3 +287,26 @@ def test_an_unknown_version_is_a_schema_mismatch(schema: object, version: str) -
         ("schema_mismatch", "hoststate.json")
     }
     assert "schema_mismatch" not in _categories(data, frozenset({"schema_id"}))  # load-bearing
+
+
+def test_each_version_s_facet_counts_mean_what_that_harness_left_out() -> None:
+    """The report reads every version's counts through `facet_exclusions` and
+    `facet_unrelated`: a `/3` facet gives its own counts, a `/2` facet its exclusions
+    and no unrelated items (that harness compared them all), a `/1` facet nothing left
+    out at all."""
+    v3 = accepted_model_trial().hoststate
+    assert isinstance(v3, HostStateRecord)
+    counted = v3.cgroups.model_copy(
+        update={
+            "excluded_before": 1,
+            "excluded_after": 2,
+            "unrelated_before": 3,
+            "unrelated_after": 4,
+        }
+    )
+    assert (facet_exclusions(counted), facet_unrelated(counted)) == ((1, 2), (3, 4))
+    v2 = HostStateRecordV2.model_validate_json(_v2_entries()["hoststate.json"]).cgroups
+    v2 = v2.model_copy(update={"excluded_before": 5, "excluded_after": 6})
+    assert (facet_exclusions(v2), facet_unrelated(v2)) == ((5, 6), (0, 0))
+    v1 = HostStateRecordV1.model_validate_json(_v1_entries()["hoststate.json"]).cgroups
+    assert (facet_exclusions(v1), facet_unrelated(v1)) == ((0, 0), (0, 0))

@@ -7,7 +7,7 @@ import typing
 import pydantic
 import pytest
 
-from receipts.records import CleanupRecord, VmRecord
+from receipts.records import CleanupRecord, ToolCallRecord, VmRecord
 from receipts.records.base import Part, Record
 from receipts.records.hostreading import HOST_READINGS
 from receipts.recordset import KINDS, RecordSet, classify_entry
@@ -278,3 +278,60 @@ def test_every_host_reading_is_a_verification_stand_in_without_digests(reading: 
         )
     with pytest.raises(pydantic.ValidationError):
         replace(verification, category=reading, result="failed")  # digests kept
+
+
+def test_a_record_is_read_by_its_documented_names_only() -> None:
+    """A record's JSON names its schema `schema` (the documented name); the Python
+    name `schema_` is an unknown field there, refused, so one record has one spelling
+    and one canonical form."""
+    data = _vm().model_dump(by_alias=True)
+    data["schema_"] = data.pop("schema")
+    with pytest.raises(pydantic.ValidationError):
+        VmRecord.model_validate(data)
+
+
+def test_a_refused_record_s_error_does_not_echo_its_input() -> None:
+    """Validation errors reach logs and the audit's messages: a hostile value (here a
+    terminal escape) is named by its field, never repeated."""
+    data = _vm().model_dump(by_alias=True)
+    hostile = "\x1b]0;owned\x07" + "A" * 40
+    data["schema"] = hostile
+    with pytest.raises(pydantic.ValidationError) as info:
+        VmRecord.model_validate(data)
+    assert "schema" in str(info.value)
+    assert "owned" not in str(info.value) and "AAAA" not in str(info.value)
+
+
+def _tool_call(**changes: object) -> ToolCallRecord:
+    record = accepted_model_trial().tool_calls[0]
+    return typing.cast(ToolCallRecord, replace(record, **changes))
+
+
+def test_only_a_run_tests_that_ran_has_a_cgroup_end() -> None:
+    """`cgroup_end` is there exactly for a `run_tests` that ran (has a `run_exit`): a
+    `read` claiming a run's exit and a cgroup end is refused, as is a run without one."""
+    ran = _tool_call(tool="run_tests", run_exit="failed", cgroup_end="emptied", edit_match=None)
+    assert ran.cgroup_end == "emptied"
+    for changes in (
+        {"tool": "read", "run_exit": "failed", "cgroup_end": "emptied", "edit_match": None},
+        {"tool": "run_tests", "run_exit": None, "cgroup_end": "emptied", "edit_match": None},
+        {"tool": "run_tests", "run_exit": "failed", "cgroup_end": None, "edit_match": None},
+    ):
+        with pytest.raises(pydantic.ValidationError):
+            _tool_call(**changes)
+
+
+@pytest.mark.parametrize(
+    ("processes_left", "agent_cgroup"), [(None, "emptied"), (0, "unread"), (0, "emptied")]
+)
+def test_a_host_reading_of_the_agent_read_nothing_of_its_confinement(
+    processes_left: int | None, agent_cgroup: str
+) -> None:
+    """A host reading (the guest's record could not be read) cannot carry a process
+    count or a cgroup end: either one alone is refused."""
+    agent = accepted_model_trial().agent
+    assert agent is not None
+    reading = sorted(HOST_READINGS)[0]
+    assert replace(agent, category=reading, processes_left=None, agent_cgroup="unread")
+    with pytest.raises(pydantic.ValidationError):
+        replace(agent, category=reading, processes_left=processes_left, agent_cgroup=agent_cgroup)

@@ -28,8 +28,9 @@ import pydantic
 import pytest
 
 from receipts.audit import audit_and_read
-from receipts.records import VerificationRecord, VerificationRecordV2
+from receipts.records import VerificationRecord, VerificationRecordV1, VerificationRecordV2
 from tests.receipts.builders import accepted_model_trial, replace
+from tests.receipts.legacy import fixture_entries
 
 FIXTURE = Path(__file__).parent / "fixtures" / "verification-v2-golden.zip"
 OLD_GOLDEN_ZIP_SHA256 = "24bad0e81c43ca10eb3cdce50f02cde7c8eaa4322b58001c94b8a59210940b18"
@@ -75,3 +76,27 @@ def test_judge_is_not_run_exactly_when_nothing_ran(judge: str) -> None:
     assert replace(verification, judge=judge).judge == judge
     with pytest.raises(pydantic.ValidationError):
         replace(verification, judge="not_run")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"task_sha256": None},
+        {"final_diff_sha256": None},
+        {"category": "records_invalid", "result": "failed"},
+        {"category": "records_invalid", "task_sha256": None, "final_diff_sha256": None},
+    ],
+)
+def test_a_verification_1_record_lacks_digests_exactly_when_unread(
+    changes: dict[str, object],
+) -> None:
+    """The oldest verification record the audit still reads keeps the rule of the
+    current one: digests are absent exactly in the host's unread stand-in, which never
+    passed. (A `/1` record without a task digest that passed would otherwise audit.)"""
+    old = VerificationRecordV1.model_validate_json(fixture_entries()["verification.json"])
+    assert old.result == "passed" and old.task_sha256 is not None
+    unread = {"category": "records_invalid", "result": "failed"}
+    stand_in = replace(old, **unread, task_sha256=None, final_diff_sha256=None)
+    assert stand_in.task_sha256 is None  # the positive control
+    with pytest.raises(pydantic.ValidationError):
+        replace(old, **changes)
