@@ -202,13 +202,19 @@ def _duplicate_key(path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("damage", "raised"),
-    [("directory", OSError), ("duplicate_key", KeyError), ("cut_between_tensor_infos", IndexError)],
+    [
+        ("directory", OSError),
+        ("duplicate_key", KeyError),
+        ("cut_between_tensor_infos", IndexError),
+        ("cut_in_the_version", ValueError),
+    ],
 )
 def test_an_unreadable_header_is_gguf_unreadable_in_both_checks(
     tmp_path: Path, tiny_dir: Path, damage: str, raised: type[Exception]
 ) -> None:
     """What gguf's reader raises on a file it cannot read (OSError for a directory,
-    KeyError for a key that appears twice, IndexError for a header cut short) is the
+    KeyError for a key that appears twice, IndexError or ValueError for a header cut
+    short) is the
     closed category ``gguf_unreadable`` in the read-back verifier and the in-write
     header check alike, never an exception of the reader's own."""
     path, plan, config = _gguf(tmp_path, tiny_dir)
@@ -218,6 +224,8 @@ def test_an_unreadable_header_is_gguf_unreadable_in_both_checks(
         path.mkdir()
     elif damage == "duplicate_key":
         _duplicate_key(path)
+    elif damage == "cut_in_the_version":
+        path.write_bytes(path.read_bytes()[:6])  # the magic and half the version
     else:
         reader = gguf.GGUFReader(path)
         cut = int(reader.tensors[1].field.offset)  # the second tensor's info cut off whole
