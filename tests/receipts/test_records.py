@@ -335,3 +335,21 @@ def test_a_host_reading_of_the_agent_read_nothing_of_its_confinement(
     assert replace(agent, category=reading, processes_left=None, agent_cgroup="unread")
     with pytest.raises(pydantic.ValidationError):
         replace(agent, category=reading, processes_left=processes_left, agent_cgroup=agent_cgroup)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"report_ids": "mismatch"},  # every expected test passed, but the IDs differ
+        {"report_ids": "unread"},
+        {"tests_passed": 2, "tests_failed": 1},  # the IDs match, one test failed
+    ],
+)
+def test_a_pass_needs_the_expected_ids_and_every_one_passed(changes: dict[str, object]) -> None:
+    """`passed` needs both: the report names exactly the task's hidden tests, and all of
+    them passed. Either alone is refused (the same record `failed` is valid)."""
+    verification = accepted_model_trial().verification
+    assert verification is not None and verification.result == "passed"
+    with pytest.raises(pydantic.ValidationError):
+        replace(verification, **changes)
+    assert replace(verification, **changes, result="failed").result == "failed"
