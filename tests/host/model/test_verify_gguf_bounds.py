@@ -20,16 +20,17 @@ from host.model.convert import TensorPlan, convert, plan_conversion
 from host.model.verify_gguf import HashingReader, _source_slices, verify_gguf
 
 
-@pytest.mark.parametrize("rows_per_slice", [1, 3, 7])
+@pytest.mark.parametrize(("rows_in_budget", "rows_per_slice"), [(0, 1), (1, 1), (3, 3), (7, 7)])
 def test_source_slices_are_whole_rows_within_the_chunk_budget(
-    tiny_dir: Path, rows_per_slice: int
+    tiny_dir: Path, rows_in_budget: int, rows_per_slice: int
 ) -> None:
     """A 2-D tensor is read in slices of as many whole rows as fit the chunk budget
-    once widened to float32 (4 bytes a value), never whole; a 1-D tensor is one slice."""
+    once widened to float32 (4 bytes a value), and at least one row when not even one
+    fits; never whole. A 1-D tensor is one slice."""
     plan = plan_conversion(tiny_dir, "q8_0")
     tensor = next(t for t in plan.tensors if len(t.shape) == 2 and t.shape[0] > 8)
     row_values = math.prod(tensor.shape[1:])
-    budget = rows_per_slice * row_values * 4 + 3  # 3 bytes short of one row more
+    budget = rows_in_budget * row_values * 4 + 3  # 3 bytes over, short of one row more
     slices = list(_source_slices(plan, tensor, budget))
     sizes = [raw.shape[0] for _, raw in slices]
     assert sizes[:-1] == [rows_per_slice] * (len(sizes) - 1)
