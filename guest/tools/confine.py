@@ -262,14 +262,21 @@ def _wait_unreaped(pid: int, deadline: float) -> bool:
 
 
 def _tail_text(raw: bytes, total: int, limits: RunLimits) -> tuple[str, int]:
-    """The last lines of the output and the number of output bytes not shown."""
+    """The last lines of the output and the number of output bytes not shown.
+
+    Lines are cut and counted on the bytes (a line ends at LF) and decoded only to be
+    shown: an undecodable byte is shown as U+FFFD, three bytes in UTF-8, but is one byte
+    of the output, so counting the shown text would under-count what was left out.
+    """
     if total == len(raw) and raw.count(b"\n") <= limits.tail_lines:
         return raw.decode("utf-8", "replace"), 0  # everything fits: nothing omitted
-    text = raw.decode("utf-8", "replace")
-    if total > len(raw) and "\n" in text:  # the first kept line is probably partial
-        text = text.split("\n", 1)[1]
-    kept = "\n".join(text.splitlines()[-limits.tail_lines :])
-    return kept, max(1, total - len(kept.encode("utf-8")))
+    if total > len(raw) and b"\n" in raw:  # the first kept line is probably partial
+        raw = raw.split(b"\n", 1)[1]
+    lines = raw.split(b"\n")
+    if lines[-1] == b"":  # the output's last newline ends a line, it does not start one
+        lines.pop()
+    kept = b"\n".join(lines[-limits.tail_lines :])
+    return kept.decode("utf-8", "replace"), total - len(kept)
 
 
 def run_confined(

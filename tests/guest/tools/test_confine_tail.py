@@ -10,6 +10,7 @@ command's output never has to fit in memory.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 from guest.tools.confine import RunLimits, _Tail, _tail_text
@@ -39,16 +40,25 @@ def test_a_cut_tail_with_no_line_break_is_kept_whole() -> None:
     assert _tail_text(raw, 25, THREE) == ("x" * 10, 15)
 
 
-def test_a_cut_tail_of_undecodable_bytes_still_counts_something_omitted() -> None:
-    """Each undecodable byte is shown as U+FFFD (three bytes in UTF-8), so the shown text
-    can be longer than the output it came from and `total - len(shown)` goes negative;
-    lines were still left out, and the floor of 1 keeps the cut visible (never 0).
-    The 1 is an under-count (11 bytes were not shown): the count is exact only for
-    valid UTF-8, a defect reported with this test, not fixed by it."""
+def test_a_cut_tail_of_undecodable_bytes_counts_the_bytes_not_shown() -> None:
+    """Each undecodable byte is shown as U+FFFD (three bytes in UTF-8), but it is one
+    byte of the output: the count is of output bytes, 25 - 14 here (two lines of 4 bytes
+    and 3 newlines). Counting the shown text re-encoded reported 1 (fixed 2026-12-02)."""
     raw = b"\xff\xff\xff\xff\n" * 5
     text, omitted = _tail_text(raw, len(raw), THREE)
     assert text == "\n".join(["\ufffd" * 4] * 3)
-    assert omitted == 1
+    assert omitted == 11
+
+
+def test_lines_end_at_line_feeds_only() -> None:
+    """A carriage return is part of its line (shown, and counted): `tail_lines` counts
+    LF-ended lines, as the test of whether the output fits does. Splitting on every
+    Unicode line boundary dropped the CRs and over-counted the omitted bytes by one a
+    line; a lone CR or form feed (a progress bar) split one line into several."""
+    raw = b"a\r\nb\r\nc\r\nd\r\n"
+    assert _tail_text(raw, len(raw), THREE) == ("b\r\nc\r\nd\r", 4)  # "a\r\n", last "\n"
+    bar = b"0%\r50%\r100%\n" * 4
+    assert _tail_text(bar, len(bar), THREE) == ("\n".join(["0%\r50%\r100%"] * 3), 13)
 
 
 def test_the_drain_keeps_only_the_last_tail_bytes_and_counts_all() -> None:
@@ -67,3 +77,23 @@ def test_the_drain_keeps_only_the_last_tail_bytes_and_counts_all() -> None:
         "i" * 99 + "\n" + "j" * 99,
         801,
     )
+
+
+def test_omitted_is_exactly_the_output_bytes_not_shown() -> None:
+    """Over every output of up to 6 bytes from {a, LF, CR, 0xFF}, whole or the tail of a
+    longer one, for 1 to 3 lines: what is shown is the output's last bytes (for ASCII,
+    its text is a suffix of the output, less a last LF), `omitted` is the total less
+    those bytes, and it is 0 exactly when everything was shown."""
+    for size in range(7):
+        for combo in itertools.product((b"a", b"\n", b"\r", b"\xff"), repeat=size):
+            raw = b"".join(combo)
+            for lines in (1, 2, 3):
+                limits = RunLimits(tail_lines=lines)
+                for total in (len(raw), len(raw) + 5):
+                    text, omitted = _tail_text(raw, total, limits)
+                    whole = total == len(raw) and raw.count(b"\n") <= lines
+                    assert (omitted == 0) == whole, (raw, total, lines)
+                    if b"\xff" not in raw and not whole:
+                        shown = text.encode()
+                        assert raw.endswith(shown) or raw.endswith(shown + b"\n"), raw
+                        assert omitted == total - len(shown), (raw, total, lines)
