@@ -352,6 +352,15 @@ def _attempt(
     return dataclasses.replace(report, cgroup_end=cgroup_end)
 
 
+def _kill_group(pid: int, group: Path | None) -> None:
+    """Kill the call's cgroup (when it has one) and the command's process group."""
+    if group is not None:
+        with contextlib.suppress(OSError):  # its end is read (and retried) by the caller
+            (group / "cgroup.kill").write_text("1")
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def _attempt_in(
     argv: Sequence[str],
     *,
@@ -403,14 +412,19 @@ def _attempt_in(
         tail = _Tail(out_r, limits.tail_bytes)
         deadline = start + limits.wall_seconds
         mark = None
-        if mechanism != "none":
-            mark = _read_mark(mark_r, deadline)
-        timed_out = _wait_unreaped(proc.pid, deadline)
-        if group is not None:
-            with contextlib.suppress(OSError):  # its end is read (and retried) by the caller
-                (group / "cgroup.kill").write_text("1")
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            if mechanism != "none":
+                mark = _read_mark(mark_r, deadline)
+            timed_out = _wait_unreaped(proc.pid, deadline)
+        except BaseException:
+            # Whatever stopped the wait (an interrupt, an unexpected error), the command
+            # and everything it started end with it: nothing a call starts outlives it.
+            _kill_group(proc.pid, group)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(proc.pid, 0)
+            tail.finish(grace_s=1.0)  # the drain ends at EOF, before its pipe is closed
+            raise
+        _kill_group(proc.pid, group)
         # Reap with wait4 for the leader's CPU use; tell Popen it is reaped.
         _pid, status, usage = os.wait4(proc.pid, 0)
         returncode = os.waitstatus_to_exitcode(status)

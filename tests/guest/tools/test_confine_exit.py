@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -192,3 +193,51 @@ def test_isolation_is_judged_by_comparing_namespaces(
     mark: str | None, ours: str | None, judged: str
 ) -> None:
     assert _judge(mark, ours) == judged
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_an_error_while_waiting_still_ends_the_command_and_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever stops the wait (here an error from it; an interrupt alike), the command
+    and the process it left in the background are killed and the command reaped before
+    the error goes on: no call's processes outlive it. Mutation control: without the
+    kill on that path the error arrives only when the sleeps end (600 s)."""
+    pidfile = tmp_path / "bg"
+    script = f"sleep 600 & echo $! > {pidfile}; exec sleep 600"
+    started: list[int] = []
+
+    def failing_wait(pid: int, deadline: float) -> bool:
+        started.append(pid)
+        for _ in range(500):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            time.sleep(0.01)
+        raise RuntimeError("the wait failed")
+
+    monkeypatch.setattr(confine, "_wait_unreaped", failing_wait)
+    called = time.monotonic()
+    with pytest.raises(RuntimeError, match="the wait failed") as info:
+        confine.run_confined(
+            ["/bin/sh", "-c", script],
+            cwd=str(tmp_path),
+            env={"PATH": "/usr/bin:/bin"},
+            limits=confine.RunLimits(wall_seconds=30),
+            net_policy="disabled",
+        )
+    assert time.monotonic() - called < 20  # not after the sleeps ended on their own
+    assert info.traceback  # the failed call's frames (and its Popen) are still held here
+    background = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(background) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(background)
+    assert not Path(f"/proc/{started[0]}").exists()  # the command itself was reaped
