@@ -30,6 +30,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 from receipts.audit import audit_and_read, audit_bytes
@@ -310,3 +311,22 @@ def test_each_version_s_facet_counts_mean_what_that_harness_left_out() -> None:
     assert (facet_exclusions(v2), facet_unrelated(v2)) == ((5, 6), (0, 0))
     v1 = HostStateRecordV1.model_validate_json(_v1_entries()["hoststate.json"]).cgroups
     assert (facet_exclusions(v1), facet_unrelated(v1)) == ((0, 0), (0, 0))
+
+
+def _v2_with(**facets: tuple[int, int]) -> HostStateRecordV2:
+    data = _v2_hoststate()
+    for name, (before, after) in facets.items():
+        data[name] = {**data[name], "excluded_before": before, "excluded_after": after}
+    data["excluded_trials"] = [OTHER_TAG] if facets else []
+    return HostStateRecordV2.model_validate_json(canonical(data))
+
+
+@pytest.mark.parametrize("counts", [(0, 1), (1, 0), (2, 3)])
+def test_a_hoststate_2_record_accounts_for_every_exclusion(counts: tuple[int, int]) -> None:
+    """In a `/2` record an exclusion before or after (either alone) names its trial, and
+    routes, resolver and firewall never exclude anything, even beside a cgroup facet
+    that rightly does."""
+    assert _v2_with(cgroups=counts).excluded_trials == (OTHER_TAG,)
+    for never in ("routes", "resolver", "firewall"):
+        with pytest.raises(pydantic.ValidationError):
+            _v2_with(cgroups=(0, 1), **{never: counts})

@@ -353,3 +353,27 @@ def test_a_pass_needs_the_expected_ids_and_every_one_passed(changes: dict[str, o
     with pytest.raises(pydantic.ValidationError):
         replace(verification, **changes)
     assert replace(verification, **changes, result="failed").result == "failed"
+
+
+def test_a_record_dumped_any_way_names_its_schema_schema() -> None:
+    """Whatever dumps a record (a log line, a report, pydantic's own JSON), its fields
+    carry their documented names: `schema`, never the Python name."""
+    vm = _vm()
+    assert "schema" in vm.model_dump() and "schema_" not in vm.model_dump()
+    assert '"schema"' in vm.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("processes_left", "agent_cgroup"), [(1, "emptied"), (0, "not_emptied"), (None, "unread")]
+)
+def test_anything_left_of_the_agent_is_a_confinement_breach(
+    processes_left: int | None, agent_cgroup: str
+) -> None:
+    """A process left, or a cgroup not emptied, is `confinement_breached`: the record
+    cannot say `finished`, and saying the breach is valid."""
+    agent = accepted_model_trial().agent
+    assert agent is not None and agent.category == "finished"
+    left = {"processes_left": processes_left, "agent_cgroup": agent_cgroup}
+    with pytest.raises(pydantic.ValidationError):
+        replace(agent, **left)
+    assert replace(agent, **left, category="confinement_breached").processes_left == processes_left

@@ -13,6 +13,7 @@ import json
 import zipfile
 from typing import Any
 
+import pydantic
 import pytest
 
 from receipts.audit import audit_bytes
@@ -395,3 +396,26 @@ def test_every_member_that_does_not_audit_is_named(parts) -> None:  # type: igno
         data["members"][index]["zip_sha256"] = hashlib.sha256(forged[member_id]).hexdigest()
     found = [(f.category, f.member_id) for f in audit_suite_bytes(raw_zip(data, forged)).findings]
     assert found == [("member_invalid", "0000"), ("member_invalid", "0001")]
+
+
+def test_a_suite_may_end_in_the_millisecond_it_started(parts) -> None:  # type: ignore[no-untyped-def]
+    """`ended >= started`: a suite whose members all ended at once (or none ran) ends
+    in its starting millisecond; one that ends before it starts is refused."""
+    record, _ = parts
+    same = replace(record, ended_unix_ms=record.started_unix_ms)
+    assert same.ended_unix_ms == same.started_unix_ms
+    with pytest.raises(pydantic.ValidationError, match="cannot end before it starts"):
+        replace(record, ended_unix_ms=record.started_unix_ms - 1)
+
+
+def test_each_aggregate_is_sorted_and_unique_on_its_own(parts) -> None:  # type: ignore[no-untyped-def]
+    """Verdict counts out of order are refused even when the missing counts are in
+    order (each list is checked, not only both together)."""
+    record, _ = parts
+    verdicts = record.verdicts
+    assert len(verdicts) == 2 and len(record.missing) == 1
+    assert replace(record, verdicts=verdicts).verdicts == verdicts  # the positive control
+    with pytest.raises(pydantic.ValidationError, match="sorted and unique"):
+        replace(record, verdicts=tuple(reversed(verdicts)))
+    with pytest.raises(pydantic.ValidationError, match="sorted and unique"):
+        replace(record, verdicts=(verdicts[0], verdicts[0]))
