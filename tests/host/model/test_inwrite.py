@@ -10,6 +10,7 @@ if that part of the check were gone (found by mutation, issue 15).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf
@@ -22,6 +23,7 @@ from host.model.convert import ConversionPlan, TensorPlan, plan_conversion
 from host.model.pins import ExpectedArchitecture, pins_of
 from host.model.verify_gguf import InWriteCheck, permutation_rows, verify_gguf, verify_written
 from host.model.vocab import load_json_object
+from tests.host.model.helpers import Tensors, edit_weights
 
 LLAMA = ExpectedArchitecture(("LlamaForCausalLM",), "llama")
 
@@ -60,6 +62,25 @@ def test_a_llama_model_passes_with_its_q_and_k_rows_permuted(
         cache_root=tmp_path,
     )
     verify_gguf(result.gguf_path, llama_dir, outtype, expected_sha256=result.sha256)
+
+
+def test_a_signalling_nan_is_checked_against_its_quieted_encoding(
+    tmp_path: Path, llama_dir: Path, copy_of: Callable[[Path], Path]
+) -> None:
+    """A BF16 signalling NaN cannot be copied as stored (ggml sets its quiet bit): the
+    converter encodes that slice, and the in-write check expects the encoding for a
+    slice with a NaN, not the stored bytes. The model is cached and verifies."""
+    source = copy_of(llama_dir)
+
+    def plant(tensors: Tensors) -> None:
+        dtype, values = tensors["model.embed_tokens.weight"]
+        values = values.copy()
+        values.reshape(-1)[5:7] = np.array([0x7F81, 0xFF81], dtype="<u2")
+        tensors["model.embed_tokens.weight"] = (dtype, values)
+
+    edit_weights(source, plant)
+    result = prepare_model(source, pins_of(source), "bf16", expected=LLAMA, cache_root=tmp_path)
+    verify_gguf(result.gguf_path, source, "bf16", expected_sha256=result.sha256)
 
 
 def test_q_rows_written_unpermuted_are_refused(llama_dir: Path) -> None:

@@ -432,3 +432,11 @@ def test_a_verify_report_cannot_be_changed(converted: Path, tiny_dir: Path) -> N
     assert isinstance(report, VerifyReport)
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.sha256 = "0" * 64  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16"])
+def test_an_empty_slice_has_no_nan(dtype: str) -> None:
+    """A slice of no values (a tensor with a zero dimension) holds no NaN, and asking
+    does not fail on the maximum of nothing."""
+    assert has_nan(np.empty(0, dtype=np.uint16), dtype) is False
+    assert has_nan(np.empty((0, 64), dtype=np.uint16), dtype) is False
