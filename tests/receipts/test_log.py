@@ -70,6 +70,8 @@ def test_json_log_format_end_to_end() -> None:
     )
     line = json.loads(result.stderr)
     assert line["event"] == "worker.reply" and line["tokens"] == 3
+    assert list(line) == sorted(line)  # keys in one order: lines diff and grep alike
+    assert line["timestamp"].endswith("Z")  # UTC, whatever the machine's zone
     assert line["refused_fields"] == "text"
     assert "Sure!" not in result.stderr and result.stdout == ""
 

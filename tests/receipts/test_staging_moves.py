@@ -1,0 +1,130 @@
+"""Staging within one process: where a filled stage may go, what the sweep may remove,
+and what cleanup may not hide (receipts/staging.py).
+
+Why apart from test_staging.py (real filler processes): these are the refusals and
+modes a single filler meets, each of which a mutation left unguarded (issue 15).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from receipts import staging
+from receipts.staging import (
+    TargetExists,
+    remove_if_dead,
+    staged_directory,
+    staged_unnamed,
+)
+
+
+def test_an_unnamed_stage_moves_into_an_absent_or_empty_target(tmp_path: Path) -> None:
+    """The content is renamed to its target when that is absent or an empty directory,
+    and the staging directory is gone after the block."""
+    (tmp_path / "empty").mkdir()
+    for name in ("absent", "empty"):
+        with staged_unnamed(tmp_path) as stage:
+            (stage.content / "file").write_text(name)
+            target = stage.move_into(name)
+        assert target == tmp_path / name and (target / "file").read_text() == name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["absent", "empty"]
+
+
+@pytest.mark.parametrize("kind", ["full", "symlink"])
+def test_an_unnamed_stage_never_replaces_a_target(tmp_path: Path, kind: str) -> None:
+    """A non-empty target, or a symlink (even to an empty directory), is refused: the
+    content stays staged and is removed with the stage."""
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "entry"
+    if kind == "full":
+        target.mkdir()
+        (target / "old").write_text("kept")
+    else:
+        target.symlink_to(tmp_path / "elsewhere")
+    with staged_unnamed(tmp_path) as stage, pytest.raises(TargetExists):
+        stage.move_into("entry")
+    assert not any(staging.is_staging_name(p.name) for p in tmp_path.iterdir())
+    assert kind == "symlink" or (target / "old").read_text() == "kept"
+
+
+def test_a_target_filled_during_the_rename_is_target_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another filler creating the target between the check and the rename makes the
+    rename fail with ENOTEMPTY: that is `TargetExists` (the caller adopts), not an
+    OSError of its own."""
+    target = tmp_path / "entry"
+    real_rename = Path.rename
+
+    def racing(self: Path, to: Path) -> Path:
+        Path(to).mkdir()
+        (Path(to) / "theirs").write_text("first")
+        return real_rename(self, to)
+
+    monkeypatch.setattr(Path, "rename", racing)
+    with pytest.raises(TargetExists), staged_directory(target) as content:
+        (content / "ours").write_text("second")
+    assert [p.name for p in target.iterdir()] == ["theirs"]
+
+
+def test_another_rename_failure_is_not_called_target_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only ENOTEMPTY/EEXIST mean someone else filled the target; any other failure of
+    the rename (here EXDEV) is raised as it is."""
+
+    def failing(self: Path, to: Path) -> Path:
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(Path, "rename", failing)
+    with pytest.raises(OSError) as info, staged_directory(tmp_path / "entry") as content:
+        (content / "f").write_text("x")
+    assert info.value.errno == errno.EXDEV and not isinstance(info.value, TargetExists)
+
+
+def test_a_staged_directory_is_readable_by_everyone(tmp_path: Path) -> None:
+    """Entries are 0755 (under the usual umask 022): other users of the machine (the
+    trial's unprivileged processes) read the cache, nobody else writes it."""
+    old = os.umask(0o022)
+    try:
+        with staged_directory(tmp_path / "entry") as content:
+            (content / "f").write_text("x")
+        with staged_unnamed(tmp_path) as stage:
+            moved = stage.move_into("unnamed")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "entry").stat().st_mode & 0o777 == 0o755
+    assert moved.stat().st_mode & 0o777 == 0o755
+
+
+def test_cleanup_does_not_hide_the_filler_s_own_error(tmp_path: Path) -> None:
+    """The staging directory is removed whatever ended the block, and a failure to
+    remove it (here: already gone) never replaces the error that ended it."""
+    with (
+        pytest.raises(ValueError, match="the filler's own"),
+        staged_directory(tmp_path / "entry") as content,
+    ):
+        shutil.rmtree(content.parent)
+        raise ValueError("the filler's own error")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file"])
+def test_the_sweep_leaves_what_is_not_a_staging_directory(tmp_path: Path, kind: str) -> None:
+    """A staging-named symlink (to a directory somebody owns) or file is not a staging
+    directory: the sweep leaves it and what it points at, and says it removed nothing."""
+    owned = tmp_path / "owned"
+    owned.mkdir()
+    (owned / "data").write_text("keep")
+    path = tmp_path / ".entry.staging-x"
+    if kind == "symlink":
+        path.symlink_to(owned)
+    else:
+        path.write_text("not a directory")
+    assert remove_if_dead(path) is False
+    assert os.path.lexists(path) and (owned / "data").read_text() == "keep"
