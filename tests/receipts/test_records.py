@@ -377,3 +377,12 @@ def test_anything_left_of_the_agent_is_a_confinement_breach(
     with pytest.raises(pydantic.ValidationError):
         replace(agent, **left)
     assert replace(agent, **left, category="confinement_breached").processes_left == processes_left
+
+
+def test_the_table_of_kinds_cannot_be_changed() -> None:
+    """The audit reads every entry through KINDS: no caller can swap a kind's model or
+    add a legacy version at run time."""
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        KINDS[0].legacy = (VmRecord,)  # type: ignore[misc]

@@ -17,6 +17,8 @@ import pytest
 from receipts import staging
 from receipts.staging import (
     TargetExists,
+    fill_lock,
+    lock_path_for,
     remove_if_dead,
     staged_directory,
     staged_unnamed,
@@ -88,9 +90,10 @@ def test_another_rename_failure_is_not_called_target_exists(
 
 
 def test_a_staged_directory_is_readable_by_everyone(tmp_path: Path) -> None:
-    """Entries are 0755 (under the usual umask 022): other users of the machine (the
-    trial's unprivileged processes) read the cache, nobody else writes it."""
-    old = os.umask(0o022)
+    """Entries are made 0755 (measured under umask 0, so the mode asked for is the mode
+    seen): other users of the machine (the trial's unprivileged processes) read the
+    cache, nobody else writes it."""
+    old = os.umask(0)
     try:
         with staged_directory(tmp_path / "entry") as content:
             (content / "f").write_text("x")
@@ -128,3 +131,16 @@ def test_the_sweep_leaves_what_is_not_a_staging_directory(tmp_path: Path, kind: 
         path.write_text("not a directory")
     assert remove_if_dead(path) is False
     assert os.path.lexists(path) and (owned / "data").read_text() == "keep"
+
+
+def test_a_fill_lock_file_is_its_owner_s_alone(tmp_path: Path) -> None:
+    """The lock file is made 0600 (under umask 0): another user cannot open it, so
+    cannot hold the lock and stall every fill of that entry."""
+    target = tmp_path / "entry"
+    old = os.umask(0)
+    try:
+        with fill_lock(target):
+            pass
+    finally:
+        os.umask(old)
+    assert lock_path_for(target).stat().st_mode & 0o777 == 0o600
