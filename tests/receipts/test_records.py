@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 
 import pydantic
@@ -382,7 +383,5 @@ def test_anything_left_of_the_agent_is_a_confinement_breach(
 def test_the_table_of_kinds_cannot_be_changed() -> None:
     """The audit reads every entry through KINDS: no caller can swap a kind's model or
     add a legacy version at run time."""
-    import dataclasses
-
     with pytest.raises(dataclasses.FrozenInstanceError):
         KINDS[0].legacy = (VmRecord,)  # type: ignore[misc]
