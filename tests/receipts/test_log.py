@@ -88,3 +88,19 @@ def test_logging_follows_stderr_after_the_configured_stream_is_closed(
     monkeypatch.setattr(sys, "stderr", second)
     structlog.get_logger().warning("squeue_failed")
     assert '"event": "squeue_failed"' in second.getvalue()
+
+
+def test_an_exception_given_as_a_tuple_or_an_instance_is_named_by_its_type() -> None:
+    """`exc_info` may be `True`, a `sys.exc_info()` tuple or the exception itself: each
+    is reduced to the exception's type name, never its text."""
+
+    def fail() -> None:
+        raise KeyError(MODEL_TEXT)
+
+    try:
+        fail()
+    except KeyError as exc:
+        as_tuple = _apply(event="agent.error", exc_info=sys.exc_info())
+        as_instance = _apply(event="agent.error", exc_info=exc)
+    assert as_tuple["exception_type"] == as_instance["exception_type"] == "KeyError"
+    assert MODEL_TEXT not in json.dumps([as_tuple, as_instance])

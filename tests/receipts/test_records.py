@@ -385,3 +385,11 @@ def test_the_table_of_kinds_cannot_be_changed() -> None:
     add a legacy version at run time."""
     with pytest.raises(dataclasses.FrozenInstanceError):
         KINDS[0].legacy = (VmRecord,)  # type: ignore[misc]
+
+
+def test_a_record_set_cannot_be_changed_after_it_is_made() -> None:
+    """What the bundle writer and the audit hold is the set as made: a stage's record
+    cannot be swapped in place afterwards."""
+    records = accepted_model_trial()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        records.vm = None  # type: ignore[misc]
