@@ -501,8 +501,11 @@ class InWriteCheck:
         heads = _permuted_heads(self._plan, tensor.name)
         if same_type and heads is None and written is source:
             return  # the very buffer that was read (and hashed) was written
-        raw = np.frombuffer(src, dtype=np.dtype(DTYPES[dtype][1]))
-        raw = raw.reshape(-1, *tensor.shape[1:])
+        try:
+            raw = np.frombuffer(src, dtype=np.dtype(DTYPES[dtype][1]))
+            raw = raw.reshape(-1, *tensor.shape[1:])
+        except ValueError:  # not whole values or rows of this tensor: no chunk of it
+            raise self._refuse() from None
         if heads is not None:
             if src.nbytes != tensor.entry.nbytes:
                 raise self._refuse()

@@ -148,6 +148,19 @@ def _written_whole(plan: ConversionPlan, tensor: TensorPlan, start: int) -> InWr
     return check
 
 
+@pytest.mark.parametrize("cut", [1, 2, 6])
+def test_a_chunk_of_part_of_a_row_is_refused_by_name(tiny_dir: Path, cut: int) -> None:
+    """A converter that hands over a chunk ending inside a value (1 byte of a BF16) or
+    inside a row is refused as a data mismatch naming the tensor, never a numpy error
+    (every failure has a name)."""
+    plan = plan_conversion(tiny_dir, "q8_0")
+    tensor = next(t for t in plan.tensors if t.qtype == gguf.GGMLQuantizationType.Q8_0)
+    data = _stored(tensor)
+    check = InWriteCheck(plan)
+    check.begin(tensor, 0)
+    assert _refused(check, tensor.entry.begin, data[:cut], b"") == tensor.name
+
+
 def test_a_tensor_ends_where_its_bytes_end(tiny_dir: Path) -> None:
     """``end`` refuses a tensor whose file offset moved by other than the bytes the
     check saw written (here the right size, 32 bytes of padding too many), one whose
