@@ -8,6 +8,7 @@ modes a single filler meets, each of which a mutation left unguarded (issue 15).
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import shutil
 from pathlib import Path
@@ -144,3 +145,51 @@ def test_a_fill_lock_file_is_its_owner_s_alone(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert lock_path_for(target).stat().st_mode & 0o777 == 0o600
+
+
+def test_the_sweep_removes_only_this_target_s_staging(tmp_path: Path) -> None:
+    """Entering a stage sweeps dead staging directories of *this* target only: the
+    other entries beside it, another target's dead staging, and unrelated names stay."""
+    for name in ("other-entry", ".other.staging-dead", "notes"):
+        (tmp_path / name).mkdir()
+    (tmp_path / ".entry.staging-dead").mkdir()  # this target's, its filler gone
+    with staged_directory(tmp_path / "entry") as content:
+        (content / "f").write_text("x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".other.staging-dead",
+        "entry",
+        "notes",
+        "other-entry",
+    ]
+
+
+def test_a_live_filler_s_staging_is_not_removed(tmp_path: Path) -> None:
+    """A staging directory whose lock is held (here by another open file of this
+    process, as a live filler's would be) is left, and the sweep says so."""
+    path = tmp_path / ".entry.staging-live"
+    path.mkdir()
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert remove_if_dead(path) is False
+        assert path.is_dir()
+    finally:
+        os.close(fd)
+    assert remove_if_dead(path) is True and not path.exists()
+
+
+@pytest.mark.parametrize("kind", ["full", "symlink"])
+def test_a_taken_target_is_refused_before_any_work(tmp_path: Path, kind: str) -> None:
+    """A target that is a non-empty directory or a symlink (even to an empty one) is
+    refused before the block runs: nothing is converted only to be thrown away."""
+    target = tmp_path / "entry"
+    if kind == "full":
+        target.mkdir()
+        (target / "old").write_text("kept")
+    else:
+        (tmp_path / "empty").mkdir()
+        target.symlink_to(tmp_path / "empty")
+    ran = []
+    with pytest.raises(TargetExists), staged_directory(target):
+        ran.append(True)
+    assert ran == []
