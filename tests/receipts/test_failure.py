@@ -61,3 +61,10 @@ def _literal_values(annotation: object) -> set[str]:
     for nested in args:
         values |= _literal_values(nested)
     return values
+
+
+def test_a_failure_reason_cannot_be_changed() -> None:
+    """The reason the CLI prints and the report shows is the one derived: immutable."""
+    reason = FailureReason("preflight", "disk_below_floor", "free_disk")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        reason.remedy = None  # type: ignore[misc]

@@ -104,3 +104,20 @@ def test_an_exception_given_as_a_tuple_or_an_instance_is_named_by_its_type() -> 
         as_instance = _apply(event="agent.error", exc_info=exc)
     assert as_tuple["exception_type"] == as_instance["exception_type"] == "KeyError"
     assert MODEL_TEXT not in json.dumps([as_tuple, as_instance])
+
+
+def test_a_logger_made_before_a_reconfiguration_follows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Module loggers are made at import, before the CLI reads `--log-format`: a logger
+    that has logged once still renders with the configuration made after (loggers are
+    not cached on first use)."""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    configure_logging("console")
+    logger = structlog.get_logger("test")
+    logger.info("stage.done")
+    configure_logging("json")
+    logger.info("stage.done", stage="vm")
+    last = out.getvalue().splitlines()[-1]
+    assert json.loads(last)["stage"] == "vm"

@@ -11,14 +11,16 @@ import hashlib
 import io
 import json
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
 
+from receipts import suitebundle
 from receipts.audit import audit_bytes
 from receipts.audit.suite import audit_suite_and_read, audit_suite_bytes, is_suite_receipt
-from receipts.bundle import bundle_bytes, zip_bytes
+from receipts.bundle import RecordTooLarge, bundle_bytes, zip_bytes
 from receipts.canonical import canonical
 from receipts.records import FacetComparison
 from receipts.records.suite import SuiteMember, SuiteRecord, aggregate
@@ -419,3 +421,22 @@ def test_each_aggregate_is_sorted_and_unique_on_its_own(parts) -> None:  # type:
         replace(record, verdicts=tuple(reversed(verdicts)))
     with pytest.raises(pydantic.ValidationError, match="sorted and unique"):
         replace(record, verdicts=(verdicts[0], verdicts[0]))
+
+
+def test_a_suite_record_of_exactly_the_ceiling_is_written(
+    parts: tuple[SuiteRecord, dict[str, bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ceiling is inclusive: a suite record of exactly `SUITE_CEILING_BYTES` is
+    written, one byte over is refused by name (the ceiling set to this record's size,
+    so the boundary is exact without an 8 MiB record)."""
+
+    record, blobs = parts
+    size = len(record.canonical_bytes())
+    monkeypatch.setattr(suitebundle, "SUITE_CEILING_BYTES", size)
+    written = write_suite_bundle(record, blobs, tmp_path / "suite.zip")
+    assert written.size_bytes == (tmp_path / "suite.zip").stat().st_size
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        written.size_bytes = 0  # type: ignore[misc]
+    monkeypatch.setattr(suitebundle, "SUITE_CEILING_BYTES", size - 1)
+    with pytest.raises(RecordTooLarge):
+        suite_entries(record, blobs)
