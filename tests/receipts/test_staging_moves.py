@@ -22,6 +22,7 @@ from receipts.staging import (
     lock_path_for,
     remove_if_dead,
     staged_directory,
+    staged_file,
     staged_unnamed,
 )
 
@@ -193,3 +194,19 @@ def test_a_taken_target_is_refused_before_any_work(tmp_path: Path, kind: str) ->
     with pytest.raises(TargetExists), staged_directory(target):
         ran.append(True)
     assert ran == []
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling_symlink"])
+def test_a_staged_file_s_taken_target_is_refused_before_any_work(tmp_path: Path, kind: str) -> None:
+    """`staged_file` refuses a target that exists, or is a symlink even to nothing,
+    before the block runs (the no-clobber link would refuse it only after the write)."""
+    target = tmp_path / "suite.zip"
+    if kind == "file":
+        target.write_text("kept")
+    else:
+        target.symlink_to(tmp_path / "nowhere")
+    ran = []
+    with pytest.raises(TargetExists), staged_file(target):
+        ran.append(True)
+    assert ran == []
+    assert kind != "file" or target.read_text() == "kept"
