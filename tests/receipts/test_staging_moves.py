@@ -210,3 +210,31 @@ def test_a_staged_file_s_taken_target_is_refused_before_any_work(tmp_path: Path,
         ran.append(True)
     assert ran == []
     assert kind != "file" or target.read_text() == "kept"
+
+
+def test_staging_names_are_recognised_by_either_form() -> None:
+    """A staging directory is a dot-name with `.staging-<random>` in it (per filler) or
+    ending `.staging` (the old shared name); anything else is not one."""
+    assert staging.is_staging_name(".entry.staging-x1y2")
+    assert staging.is_staging_name(".entry.staging")
+    assert not staging.is_staging_name("entry.staging-x1y2")
+    assert not staging.is_staging_name(".entry")
+    assert not staging.is_staging_name(".entry.lock")
+
+
+def test_a_staging_directory_removed_by_another_sweep_meanwhile_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two fillers sweeping at once: the directory vanishes between the check and the
+    open. That is not an error of this sweep (it removed nothing)."""
+    path = tmp_path / ".entry.staging-gone"
+    path.mkdir()
+    real_open = os.open
+
+    def racing(target: object, flags: int, *args: object) -> int:
+        if Path(str(target)) == path:
+            path.rmdir()  # the other sweep got there first
+        return real_open(target, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", racing)
+    assert remove_if_dead(path) is False
