@@ -242,6 +242,7 @@ SCOPES: dict[str, Scope] = {
         ),
         (
             "tests/receipts/test_staging.py",
+            "tests/receipts/test_staging_moves.py",
             "tests/receipts/test_log.py",
             "tests/receipts/test_failure.py",
             "tests/receipts/test_kernelfacts.py",
