@@ -238,3 +238,11 @@ def test_a_staging_directory_removed_by_another_sweep_meanwhile_is_no_error(
 
     monkeypatch.setattr(os, "open", racing)
     assert remove_if_dead(path) is False
+
+
+def test_a_fill_lock_makes_the_directories_it_needs(tmp_path: Path) -> None:
+    """A first fill on an empty machine: the cache root and its subdirectories do not
+    exist yet, and taking the lock makes them (every level)."""
+    target = tmp_path / "cache" / "models" / "entry"
+    with fill_lock(target):
+        assert lock_path_for(target).is_file()
