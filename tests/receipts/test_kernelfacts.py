@@ -35,3 +35,13 @@ def test_a_malformed_or_missing_line_is_unread_never_zero() -> None:
 def test_no_limit_is_above_the_line_and_a_real_budget_below_it() -> None:
     assert V1_NO_LIMIT >= CGROUP_UNLIMITED
     assert CGROUP_UNLIMITED > (1 << 40) * 64  # 64 TiB: no budget this harness sets
+
+
+def test_no_limit_is_what_the_kernel_writes_for_none_and_only_that() -> None:
+    """cgroup v1 reports "no limit" as PAGE_COUNTER_MAX in bytes (LONG_MAX rounded down
+    to a page: 2**63 - 4096 with 4 KiB pages, 2**63 - 65536 with 64 KiB ones): both
+    read as unlimited. Any limit below 2**62 (4 EiB, far above any real machine) is a
+    limit, so no set limit is ever mistaken for none."""
+    for page in (4096, 16384, 65536):
+        assert (2**63 - 1) // page * page >= CGROUP_UNLIMITED
+    assert CGROUP_UNLIMITED > (1 << 62) - 1
