@@ -246,3 +246,15 @@ def test_a_fill_lock_makes_the_directories_it_needs(tmp_path: Path) -> None:
     target = tmp_path / "cache" / "models" / "entry"
     with fill_lock(target):
         assert lock_path_for(target).is_file()
+
+
+def test_a_fill_lock_never_follows_a_link_planted_at_its_path(tmp_path: Path) -> None:
+    """A symlink at the lock's path (planted to make the harness create or lock a file
+    elsewhere) is refused (ELOOP), and nothing is created where it points."""
+    target = tmp_path / "entry"
+    elsewhere = tmp_path / "elsewhere"
+    lock_path_for(target).symlink_to(elsewhere)
+    with pytest.raises(OSError) as info, fill_lock(target):
+        pass
+    assert info.value.errno == errno.ELOOP
+    assert not elsewhere.exists()
