@@ -11,6 +11,7 @@ import errno
 import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -91,18 +92,25 @@ def test_another_rename_failure_is_not_called_target_exists(
     assert info.value.errno == errno.EXDEV and not isinstance(info.value, TargetExists)
 
 
-def test_a_staged_directory_is_readable_by_everyone(tmp_path: Path) -> None:
-    """Entries are made 0755 (measured under umask 0, so the mode asked for is the mode
-    seen): other users of the machine (the trial's unprivileged processes) read the
-    cache, nobody else writes it."""
+@pytest.fixture
+def umask_zero() -> Iterator[None]:
+    """Under umask 0 the mode a file is created with is the mode seen, so a mode one
+    bit off is caught whatever bits the usual umask (022) would have cleared."""
     old = os.umask(0)
     try:
-        with staged_directory(tmp_path / "entry") as content:
-            (content / "f").write_text("x")
-        with staged_unnamed(tmp_path) as stage:
-            moved = stage.move_into("unnamed")
+        yield
     finally:
         os.umask(old)
+
+
+@pytest.mark.usefixtures("umask_zero")
+def test_a_staged_directory_is_readable_by_everyone(tmp_path: Path) -> None:
+    """Entries are made 0755: other users of the machine (the trial's unprivileged
+    processes) read the cache, nobody else writes it."""
+    with staged_directory(tmp_path / "entry") as content:
+        (content / "f").write_text("x")
+    with staged_unnamed(tmp_path) as stage:
+        moved = stage.move_into("unnamed")
     assert (tmp_path / "entry").stat().st_mode & 0o777 == 0o755
     assert moved.stat().st_mode & 0o777 == 0o755
 
@@ -135,16 +143,13 @@ def test_the_sweep_leaves_what_is_not_a_staging_directory(tmp_path: Path, kind: 
     assert os.path.lexists(path) and (owned / "data").read_text() == "keep"
 
 
+@pytest.mark.usefixtures("umask_zero")
 def test_a_fill_lock_file_is_its_owner_s_alone(tmp_path: Path) -> None:
-    """The lock file is made 0600 (under umask 0): another user cannot open it, so
-    cannot hold the lock and stall every fill of that entry."""
+    """The lock file is made 0600: another user cannot open it, so cannot hold the lock
+    and stall every fill of that entry."""
     target = tmp_path / "entry"
-    old = os.umask(0)
-    try:
-        with fill_lock(target):
-            pass
-    finally:
-        os.umask(old)
+    with fill_lock(target):
+        pass
     assert lock_path_for(target).stat().st_mode & 0o777 == 0o600
 
 

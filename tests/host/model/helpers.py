@@ -9,8 +9,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import numpy.typing as npt
 
+from host.model.convert import TensorPlan
 from host.model.safetensors_header import parse_header, read_raw
 from host.model.sourcehash import HashedSource
 from host.model.synth import safetensors_bytes
@@ -29,6 +31,30 @@ def edit_weights(root: Path, edit: Callable[[Tensors], object]) -> None:
     tensors = load_tensors(root / "model.safetensors")
     edit(tensors)
     (root / "model.safetensors").write_bytes(safetensors_bytes(tensors))
+
+
+SIGNALLING_BF16_NANS = np.array([0x7F81, 0xFF81], dtype="<u2")
+"""A positive and a negative signalling BF16 NaN: ggml sets their quiet bit (0x0040)
+when it encodes them, so they can never be copied as stored."""
+
+
+def plant_signalling_nans(root: Path) -> None:
+    """Put SIGNALLING_BF16_NANS at values 5 and 6 of a Llama checkpoint's BF16 embedding."""
+
+    def plant(tensors: Tensors) -> None:
+        dtype, values = tensors["model.embed_tokens.weight"]
+        values = values.copy()
+        values.reshape(-1)[5:7] = SIGNALLING_BF16_NANS
+        tensors["model.embed_tokens.weight"] = (dtype, values)
+
+    edit_weights(root, plant)
+
+
+def stored_bytes(tensor: TensorPlan) -> bytes:
+    """A planned tensor's stored bytes in its source shard."""
+    with tensor.source_file.open("rb") as f:
+        f.seek(tensor.entry.begin)
+        return f.read(tensor.entry.nbytes)
 
 
 def edit_json(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:

@@ -23,20 +23,13 @@ from host.model.convert import ConversionPlan, TensorPlan, plan_conversion
 from host.model.pins import ExpectedArchitecture, pins_of
 from host.model.verify_gguf import InWriteCheck, permutation_rows, verify_gguf, verify_written
 from host.model.vocab import load_json_object
-from tests.host.model.helpers import Tensors, edit_weights
+from tests.host.model.helpers import plant_signalling_nans, stored_bytes
 
 LLAMA = ExpectedArchitecture(("LlamaForCausalLM",), "llama")
 
 
 def _tensor(plan: ConversionPlan, suffix: str) -> TensorPlan:
     return next(t for t in plan.tensors if t.name.endswith(suffix))
-
-
-def _stored(tensor: TensorPlan) -> bytes:
-    """The tensor's stored bytes in its shard."""
-    with tensor.source_file.open("rb") as f:
-        f.seek(tensor.entry.begin)
-        return f.read(tensor.entry.nbytes)
 
 
 def _refused(check: InWriteCheck, source_offset: int, source: object, written: object) -> str:
@@ -71,14 +64,7 @@ def test_a_signalling_nan_is_checked_against_its_quieted_encoding(
     converter encodes that slice, and the in-write check expects the encoding for a
     slice with a NaN, not the stored bytes. The model is cached and verifies."""
     source = copy_of(llama_dir)
-
-    def plant(tensors: Tensors) -> None:
-        dtype, values = tensors["model.embed_tokens.weight"]
-        values = values.copy()
-        values.reshape(-1)[5:7] = np.array([0x7F81, 0xFF81], dtype="<u2")
-        tensors["model.embed_tokens.weight"] = (dtype, values)
-
-    edit_weights(source, plant)
+    plant_signalling_nans(source)
     result = prepare_model(source, pins_of(source), "bf16", expected=LLAMA, cache_root=tmp_path)
     verify_gguf(result.gguf_path, source, "bf16", expected_sha256=result.sha256)
 
@@ -88,7 +74,7 @@ def test_q_rows_written_unpermuted_are_refused(llama_dir: Path) -> None:
     as they are: same storage type, right size, wrong row order. Refused."""
     plan = plan_conversion(llama_dir, "bf16")
     tensor = _tensor(plan, "blk.0.attn_q.weight")
-    data = _stored(tensor)
+    data = stored_bytes(tensor)
     check = InWriteCheck(plan)
     check.begin(tensor, 0)
     assert _refused(check, tensor.entry.begin, data, bytes(data)) == tensor.name
@@ -99,7 +85,7 @@ def test_q_rows_permuted_are_accepted_whole_and_refused_in_part(llama_dir: Path)
     whole tensor: the permuted whole passes; half of it, even permuted right, is refused."""
     plan = plan_conversion(llama_dir, "bf16")
     tensor = _tensor(plan, "blk.0.attn_k.weight")
-    data = _stored(tensor)
+    data = stored_bytes(tensor)
     rows = np.frombuffer(data, dtype=np.uint16).reshape(tensor.shape)
     permuted = rows[permutation_rows(rows.shape[0], plan.hparams.kv_heads)].tobytes()
     check = InWriteCheck(plan)
@@ -119,7 +105,7 @@ def test_a_same_type_chunk_that_is_a_changed_copy_is_refused(tiny_dir: Path) -> 
     byte changed (same storage type, no permutation) is compared and refused."""
     plan = plan_conversion(tiny_dir, "bf16")
     tensor = next(t for t in plan.tensors if len(t.shape) == 2)
-    data = _stored(tensor)
+    data = stored_bytes(tensor)
     changed = bytearray(data)
     changed[5] ^= 0x01
     check = InWriteCheck(plan)
@@ -134,7 +120,7 @@ def test_the_source_buffer_written_as_is_for_another_storage_type_is_refused(
     same object) is refused at that chunk, not left to the size check at its end."""
     plan = plan_conversion(tiny_dir, "q8_0")
     tensor = next(t for t in plan.tensors if t.qtype == gguf.GGMLQuantizationType.Q8_0)
-    data = _stored(tensor)
+    data = stored_bytes(tensor)
     check = InWriteCheck(plan)
     check.begin(tensor, 0)
     assert _refused(check, tensor.entry.begin, data, data) == tensor.name
@@ -142,7 +128,7 @@ def test_the_source_buffer_written_as_is_for_another_storage_type_is_refused(
 
 def _written_whole(plan: ConversionPlan, tensor: TensorPlan, start: int) -> InWriteCheck:
     check = InWriteCheck(plan)
-    data = _stored(tensor)
+    data = stored_bytes(tensor)
     check.begin(tensor, start)
     check.chunk(tensor.entry.begin, data, data)  # the buffer read, written as is
     return check
@@ -155,7 +141,7 @@ def test_a_chunk_of_part_of_a_row_is_refused_by_name(tiny_dir: Path, cut: int) -
     (every failure has a name)."""
     plan = plan_conversion(tiny_dir, "q8_0")
     tensor = next(t for t in plan.tensors if t.qtype == gguf.GGMLQuantizationType.Q8_0)
-    data = _stored(tensor)
+    data = stored_bytes(tensor)
     check = InWriteCheck(plan)
     check.begin(tensor, 0)
     assert _refused(check, tensor.entry.begin, data[:cut], b"") == tensor.name
@@ -176,7 +162,7 @@ def test_a_tensor_ends_where_its_bytes_end(tiny_dir: Path) -> None:
 
     short = InWriteCheck(plan)
     short.begin(tensor, 0)
-    data = _stored(tensor)
+    data = stored_bytes(tensor)
     part = data[: -2 * tensor.shape[-1]]  # one row short, the buffer read written as is
     short.chunk(tensor.entry.begin, part, part)
     with pytest.raises(VerifyError):

@@ -30,7 +30,11 @@ from host.model.verify_gguf import (
     storage_type,
     verify_gguf,
 )
-from tests.host.model.helpers import Tensors, edit_json, edit_weights
+from tests.host.model.helpers import (
+    SIGNALLING_BF16_NANS,
+    edit_json,
+    plant_signalling_nans,
+)
 
 V = gguf.GGUFValueType
 Q = gguf.GGMLQuantizationType
@@ -319,22 +323,14 @@ def test_unquieted_nan_copied_as_stored_is_refused(
     wrote different bytes than the declared conversion: the stored-bytes shortcut must
     not accept them just because they equal the source's."""
     source = copy_of(llama_dir)
-    signalling = np.array([0x7F81, 0xFF81], dtype="<u2")
-
-    def plant(tensors: Tensors) -> None:
-        dtype, values = tensors["model.embed_tokens.weight"]
-        values = values.copy()
-        values.reshape(-1)[5:7] = signalling
-        tensors["model.embed_tokens.weight"] = (dtype, values)
-
-    edit_weights(source, plant)
+    plant_signalling_nans(source)
     good = convert(source, tmp_path / "good", "bf16").path
     verify_gguf(good, source, "bf16")
     embd = next(t for t in gguf.GGUFReader(good).tensors if t.name == "token_embd.weight")
     data = bytearray(good.read_bytes())
     start = int(embd.data_offset) + 10
     assert bytes(data[start : start + 4]) == np.array([0x7FC1, 0xFFC1], "<u2").tobytes()
-    data[start : start + 4] = signalling.tobytes()
+    data[start : start + 4] = SIGNALLING_BF16_NANS.tobytes()
     bad = tmp_path / "unquieted.gguf"
     bad.write_bytes(bytes(data))
     assert _refused(bad, source, "bf16") == "tensor_data_mismatch"

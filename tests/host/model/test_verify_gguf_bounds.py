@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from host.model.convert import TensorPlan, convert, plan_conversion
+from host.model.convert import convert, plan_conversion
 from host.model.verify_gguf import HashingReader, _source_slices, verify_gguf
+from tests.host.model.helpers import stored_bytes
 
 
 @pytest.mark.parametrize(("rows_in_budget", "rows_per_slice"), [(0, 1), (1, 1), (3, 3), (7, 7)])
@@ -35,17 +36,11 @@ def test_source_slices_are_whole_rows_within_the_chunk_budget(
     sizes = [raw.shape[0] for _, raw in slices]
     assert sizes[:-1] == [rows_per_slice] * (len(sizes) - 1)
     assert 0 < sizes[-1] <= rows_per_slice and sum(sizes) == tensor.shape[0]
-    assert b"".join(data for data, _ in slices) == _stored(tensor)
+    assert b"".join(data for data, _ in slices) == stored_bytes(tensor)
 
     norm = next(t for t in plan.tensors if len(t.shape) == 1)
     whole = list(_source_slices(plan, norm, 4))  # a budget of one value: still whole
     assert [raw.shape for _, raw in whole] == [norm.shape]
-
-
-def _stored(tensor: TensorPlan) -> bytes:
-    with tensor.source_file.open("rb") as f:
-        f.seek(tensor.entry.begin)
-        return f.read(tensor.entry.nbytes)
 
 
 class _HeldDigest:
