@@ -198,7 +198,12 @@ SCOPES: dict[str, Scope] = {
     # per-request watchdog (guard.py) and the headroom reader (memory.py, below).
     "guest/worker/app": Scope(
         ("guest/worker/app.py",),
-        ("tests/guest/worker/test_parse_body.py", "tests/guest/worker"),
+        (
+            "tests/guest/worker/test_chat_edge.py",
+            "tests/guest/worker/test_chat_answers.py",
+            "tests/guest/worker/test_parse_body.py",
+            "tests/guest/worker",
+        ),
     ),
     "guest/worker/guard": Scope(
         ("guest/worker/guard.py",),

@@ -21,6 +21,12 @@ from typing import Any
 import httpx2
 import pytest
 
+from guest.worker.app import ApiConfig, ChatEndpoint
+from guest.worker.constraint import ConstraintFactory
+from guest.worker.engine import Engine, EngineConfig
+from guest.worker.loader import LoadOptions, load_model
+from guest.worker.records import RecordLog
+from guest.worker.schema_grammar import Limits
 from host.model.convert import convert
 from host.model.synth import synthesize_tiny
 
@@ -41,6 +47,45 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Gguf:
     result = convert(root / "checkpoint", root / "gguf", "f32")
     assert hashlib.sha256(result.path.read_bytes()).hexdigest() == result.sha256
     return Gguf(result.path, result.sha256)
+
+
+ENGINE_FLOOR_BYTES = 3
+ENGINE_GUARD_BYTES = 5
+"""The in-process engine's request floor and runtime guard: distinct and tiny (they
+never refuse or cancel anything), so a record that swapped or dropped them shows."""
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_gguf: Gguf) -> Engine:
+    """The engine a worker builds, on the tiny model, in this process: 32,768 tokens of
+    context (the tiny model decodes about 2,700 tokens a second here, so a request can
+    still be running when a test cuts it), one thread, llguidance, 8 tokens when a
+    request names no maximum."""
+    model = load_model(tiny_gguf.path, tiny_gguf.sha256, LoadOptions(32768, 1))
+    factory = ConstraintFactory(model.vocab, model.n_vocab, "llguidance", min_entries=4)
+    return Engine(model, EngineConfig(ENGINE_FLOOR_BYTES, ENGINE_GUARD_BYTES, 8), factory)
+
+
+@pytest.fixture
+def endpoint(tiny_engine: Engine) -> Iterator[Callable[..., ChatEndpoint]]:
+    """`ChatEndpoint`s on the in-process engine: `endpoint(queue_depth=0, ...)` with
+    `ApiConfig`'s fields as keywords; their threads are joined at teardown."""
+    made: list[ChatEndpoint] = []
+
+    def make(**overrides: Any) -> ChatEndpoint:
+        fields: dict[str, Any] = {
+            "model_id": MODEL_ID, "deadline_s": 60.0, "queue_depth": 4, "limits": Limits(),
+            **overrides,
+        }  # fmt: skip
+        chat = ChatEndpoint(tiny_engine, ApiConfig(**fields), RecordLog(None))
+        made.append(chat)
+        return chat
+
+    yield make
+    for chat in made:
+        chat.prep.shutdown(wait=True)
+        chat.executor.shutdown(wait=True)
+        assert chat.pending == 0, "a request's queue slot was never given back"
 
 
 SMOLLM2_TEMPLATE = (
