@@ -372,3 +372,20 @@ async def test_the_small_routes(endpoint: Endpoint) -> None:
         assert response.status_code == status
         assert response.headers["content-type"] == "application/json"
         assert response.json()["error"]["code"] == code
+
+
+async def test_an_exception_in_a_small_route_is_a_json_500(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = endpoint()
+
+    def broken() -> bytes:
+        raise ZeroDivisionError
+
+    monkeypatch.setattr(chat.records, "document", broken)
+    transport = httpx2.ASGITransport(app=build_app(chat), raise_app_exceptions=False)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://w") as client:
+        response = await client.get("/v1/harness/records")
+    assert response.status_code == 500
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"]["code"] == "internal_error"

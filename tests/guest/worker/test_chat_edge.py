@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import structlog
 
 from guest.worker import app as app_module
-from guest.worker.app import MAX_BODY_BYTES, ChatEndpoint
+from guest.worker.app import ChatEndpoint
 from guest.worker.engine import JobResult
 from guest.worker.toolprep import PreparedTools, ToolRequest, ToolsRefused
 from receipts import strictjson
@@ -54,8 +55,17 @@ def assert_refused_before_generation(
     status, code, _ = expected
     assert (rec["http_status"], rec["error_code"]) == (status, code)
     assert rec["admission"] == "not_evaluated"
+    assert rec["stream"] is False
     assert (rec["prompt_tokens"], rec["completion_tokens"]) == (0, 0)
     assert (rec["floor_bytes"], rec["guard_bytes"]) == (ENGINE_FLOOR_BYTES, ENGINE_GUARD_BYTES)
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait for *condition*, failing after *timeout* seconds (never hanging the suite)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the endpoint never reached the state waited for"
+        await asyncio.sleep(0.01)
 
 
 def headers(*pairs: tuple[bytes, bytes]) -> list[tuple[bytes, bytes]]:
@@ -63,6 +73,9 @@ def headers(*pairs: tuple[bytes, bytes]) -> list[tuple[bytes, bytes]]:
 
 
 CL = b"content-length"
+DOCUMENTED_BODY_LIMIT = 8 * 1024 * 1024
+"""docs/worker-limits.md: the body size limit is 8 MiB (written out here, not imported,
+so the test holds the code to the documented number)."""
 FRAMING_REFUSALS = [
     ("no length", headers(), (400, "content_length_required")),
     ("chunked", headers((CL, str(len(GOOD_BODY)).encode()), (b"transfer-encoding", b"chunked")),
@@ -73,7 +86,8 @@ FRAMING_REFUSALS = [
     ("not decimal", headers((CL, b"5a")), (400, "invalid_content_length")),
     ("empty", headers((CL, b"")), (400, "invalid_content_length")),
     ("19 digits", headers((CL, b"0" * 16 + b"100")), (400, "invalid_content_length")),
-    ("over the cap", headers((CL, str(MAX_BODY_BYTES + 1).encode())), (413, "body_too_large")),
+    ("over the cap", headers((CL, str(DOCUMENTED_BODY_LIMIT + 1).encode())),
+     (413, "body_too_large")),
 ]  # fmt: skip
 
 
@@ -98,7 +112,7 @@ async def test_framing_is_refused_before_a_byte_is_read(
     [
         pytest.param(lambda n: [str(n).encode()] * 2, id="the same length twice"),
         pytest.param(lambda n: [str(n).encode().rjust(18, b"0")], id="18 digits"),
-        pytest.param(lambda n: [str(MAX_BODY_BYTES).encode()], id="exactly the cap"),
+        pytest.param(lambda n: [str(DOCUMENTED_BODY_LIMIT).encode()], id="exactly the cap"),
     ],
 )
 async def test_framing_at_its_limits_is_accepted(
@@ -174,8 +188,7 @@ async def test_the_queue_holds_one_running_and_depth_waiting(
         held.append(
             (client, asyncio.ensure_future(chat(request_scope, client.receive, client.send)))
         )
-    await asyncio.sleep(0.05)
-    assert chat.pending == depth + 1
+    await until(lambda: chat.pending == depth + 1)
     refused = await post(chat, GOOD_BODY)
     assert_refused_before_generation(chat, refused, (429, "queue_full", None), close=True)
     assert record(chat)["outcome"] == "refused_queue_full"
@@ -201,7 +214,7 @@ async def test_a_cancelled_request_is_recorded_and_gives_its_slot_back(
     chat = endpoint(queue_depth=0)
     request_scope, client = client_for(GOOD_BODY, messages=parts(GOOD_BODY, 4)[:1])
     task = asyncio.ensure_future(chat(request_scope, client.receive, client.send))
-    await asyncio.sleep(0.05)
+    await until(lambda: chat.pending == 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -330,3 +343,40 @@ def test_the_collector_is_off_only_while_a_body_is_parsed(
         assert not gc.isenabled(), "parsing turned on a collector its caller had off"
     finally:
         gc.enable()
+
+
+async def test_shutdown_cancels_the_running_and_the_queued_request(endpoint: Endpoint) -> None:
+    """Both end at once as `cancelled_shutdown`: the one generating through the abort
+    callback, the one waiting for the generation thread before it starts."""
+    chat = endpoint(queue_depth=1)
+    long = {**GOOD, "max_tokens": 30000, "logit_bias": {"1021": -100}}
+    running = asyncio.ensure_future(post(chat, long))
+    await until(lambda: len(chat.jobs) == 1)
+    queued = asyncio.ensure_future(post(chat, long))
+    await until(lambda: len(chat.jobs) == 2)
+    began = time.monotonic()
+    chat.shutdown()
+    answers = await asyncio.gather(running, queued)
+    assert time.monotonic() - began < 2
+    assert [a.error() for a in answers] == [(503, "shutting_down", None)] * 2
+    outcomes = sorted(
+        (r.to_json()["index"], r.to_json()["outcome"]) for r in chat.records.snapshot()
+    )
+    assert outcomes == [(0, "cancelled_shutdown"), (1, "cancelled_shutdown")]
+    assert not chat.jobs
+
+
+async def test_each_request_logs_one_line_matching_its_record(endpoint: Endpoint) -> None:
+    chat = endpoint()
+    with structlog.testing.capture_logs() as logs:
+        await post(chat, GOOD_BODY)
+        await post(chat, b"{bad")
+    lines = [line for line in logs if line["event"] == "worker.request"]
+    expected = [
+        {"index": r["index"], "outcome": r["outcome"], "status": r["http_status"],
+         "prompt_tokens": r["prompt_tokens"], "completion_tokens": r["completion_tokens"],
+         "duration_ms": r["duration_ms"]}
+        for r in (rec.to_json() for rec in chat.records.snapshot())
+    ]  # fmt: skip
+    assert [{k: v for k, v in line.items() if k in expected[0]} for line in lines] == expected
+    assert [line["log_level"] for line in lines] == ["info", "info"]

@@ -21,6 +21,7 @@ import pytest
 
 from guest.worker.app import _Sse
 from guest.worker.engine import JobResult
+from tests.guest.worker.asgi import sse_events
 from tests.guest.worker.conftest import MODEL_ID, READ_TOOL, Gguf, Worker, start_worker
 from tests.guest.worker.test_cancel import EOS, LONG_TEXT, request_bytes, wait_for_record
 
@@ -36,16 +37,6 @@ STRING_TOOL: dict[str, Any] = {
         },
     },
 }
-
-
-def sse_events(raw: bytes) -> list[Any]:
-    """The `data:` payloads of an SSE body: parsed JSON, or the literal `[DONE]`."""
-    events: list[Any] = []
-    for block in raw.decode().split("\n\n"):
-        if block.startswith("data: "):
-            payload = block[len("data: ") :]
-            events.append(payload if payload == "[DONE]" else json.loads(payload))
-    return events
 
 
 def test_a_stream_cut_by_the_deadline_ends_with_finish_reason_usage_and_done(

@@ -71,6 +71,7 @@ def _refusal(body: bytes) -> tuple[int, str, str | None]:
         ({"stream_options": {"include_usage": "x"}}, "stream_options.include_usage"),
         ({"tools": [{"type": "function", "function": {"name": 5}}]}, "tools.0.function.name"),
         ({"temperature": 2.5}, "temperature"),
+        ({"logit_bias": {"7" * 200: 500}}, ("logit_bias." + "7" * 200)[:128]),
     ],
 )  # fmt: skip
 def test_a_refused_field_is_named_by_the_request_s_own_path(
