@@ -23,7 +23,7 @@ from guest.worker.app import ChatEndpoint
 from guest.worker.engine import JobResult
 from guest.worker.toolprep import PreparedTools, ToolRequest, ToolsRefused
 from receipts import strictjson
-from tests.guest.worker.asgi import Client, Exchange, body_of, client_for, parts, post
+from tests.guest.worker.asgi import Client, Exchange, Message, body_of, client_for, parts, post
 from tests.guest.worker.conftest import (
     ENGINE_FLOOR_BYTES,
     ENGINE_GUARD_BYTES,
@@ -232,7 +232,7 @@ async def test_body_errors_are_named_with_their_parameter(endpoint: Endpoint) ->
         (b'{"model": "tiny", "model": "tiny"}', (400, "duplicate_key", "model")),
         (body_of({**GOOD, "model": "other"}), (404, "model_not_found", "model")),
         (body_of({**GOOD, "temperature": 3}), (400, "invalid_request", "temperature")),
-        (b"[" * (app_module.MAX_CONTAINERS + 1), (400, "request_too_complex", None)),
+        (b"[" * 65_537, (400, "request_too_complex", None)),
     ]
     for raw, expected in cases:
         answer = await post(chat, raw)
@@ -380,3 +380,32 @@ async def test_each_request_logs_one_line_matching_its_record(endpoint: Endpoint
     ]  # fmt: skip
     assert [{k: v for k, v in line.items() if k in expected[0]} for line in lines] == expected
     assert [line["log_level"] for line in lines] == ["info", "info"]
+
+
+async def test_a_record_s_duration_is_from_arrival_to_its_answer(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint's clock jumps 100 s while the answer is sent: the record, written
+    once the answer is out, says so (in milliseconds). Only the endpoint's clock jumps;
+    the engine's deadline runs on the real one."""
+    chat = endpoint()
+    jump = 0.0
+
+    class Clock:
+        monotonic = staticmethod(lambda: time.monotonic() + jump)
+        time = staticmethod(time.time)
+
+    monkeypatch.setattr(app_module, "time", Clock)
+    request_scope, client = client_for(GOOD_BODY)
+
+    async def jump_on_answer(message: Message) -> None:
+        nonlocal jump
+        if message["type"] == "http.response.start":
+            jump = 100.0
+
+    client.on_send = jump_on_answer
+    began = time.monotonic()
+    await chat(request_scope, client.receive, client.send)
+    took_ms = (time.monotonic() - began) * 1000
+    assert client.exchange.status == 200
+    assert 100_000 <= record(chat)["duration_ms"] <= 100_000 + took_ms

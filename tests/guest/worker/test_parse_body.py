@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from guest.worker.app import MAX_COMMAS, MAX_CONTAINERS, Rejected, parse_body
+from guest.worker.app import Rejected, parse_body
 
 MESSAGES = '"messages": [{"role": "user", "content": "x"}]'
 
@@ -112,6 +112,11 @@ def test_a_surrogate_pair_is_a_character() -> None:
     pair = b'{"role": "user", "content": "\\ud83d\\ude00\\uD83D\\uDE00"}'
     body = b'{"model": "t", "messages": [' + pair + b"]}"
     assert parse_body(body).messages[0].content == "\U0001f600" * 2
+
+
+MAX_CONTAINERS = 65_536
+MAX_COMMAS = 1_048_576
+"""docs/worker-limits.md's raw-byte caps, written out so the code is held to them."""
 
 
 @pytest.mark.parametrize(
