@@ -15,7 +15,7 @@ import json
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from guest.worker.app import ChatEndpoint
 
@@ -129,6 +129,28 @@ class Client:
     def leave(self) -> None:
         self.left = True
         self._changed.set()
+
+
+def on_nth(
+    count: int, matches: Callable[[Message], bool], then: Callable[[], None]
+) -> Callable[[Message], Awaitable[None]]:
+    """An `on_send` hook: *then* runs as the *count*-th sent message that *matches*
+    goes out (before it is kept; an exception from *then* is the send's)."""
+    seen = 0
+
+    async def hook(message: Message) -> None:
+        nonlocal seen
+        if matches(message):
+            seen += 1
+            if seen == count:
+                then()
+
+    return hook
+
+
+def unexpected(*_args: object) -> NoReturn:
+    """A dependency failing in a way nobody anticipated (monkeypatched in its place)."""
+    raise ZeroDivisionError
 
 
 def scope(headers: list[tuple[bytes, bytes]]) -> Message:

@@ -24,7 +24,7 @@ from guest.worker.engine import Engine
 from guest.worker.errors import error_body
 from guest.worker.schema_grammar import Limits
 from guest.worker.toolprep import PreparedTools, ToolRequest
-from tests.guest.worker.asgi import Exchange, Message, body_of, client_for, post
+from tests.guest.worker.asgi import Exchange, body_of, client_for, on_nth, post, unexpected
 from tests.guest.worker.conftest import EDIT_TOOL, MODEL_ID, READ_TOOL, Gguf
 from tests.guest.worker.test_cancel import EOS
 
@@ -309,16 +309,7 @@ async def test_a_stream_cut_by_its_deadline_ends_in_order(endpoint: Endpoint) ->
 async def test_a_client_that_leaves_a_stream_cancels_it(endpoint: Endpoint) -> None:
     chat = endpoint()
     request_scope, client = client_for({**LONG, "stream": True})
-    texts = 0
-
-    async def leave_after_some_text(message: Message) -> None:
-        nonlocal texts
-        if b'"content"' in message.get("body", b""):
-            texts += 1
-            if texts == 4:
-                client.leave()
-
-    client.on_send = leave_after_some_text
+    client.on_send = on_nth(4, lambda m: b'"content"' in m.get("body", b""), client.leave)
     await asyncio.wait_for(chat(request_scope, client.receive, client.send), 10)
     assert client.exchange.sent[-1]["more_body"] is True, "the stream was closed normally"
     rec = record(chat)
@@ -329,16 +320,11 @@ async def test_a_client_that_leaves_a_stream_cancels_it(endpoint: Endpoint) -> N
 async def test_a_stream_whose_connection_fails_cancels_it(endpoint: Endpoint) -> None:
     chat = endpoint()
     request_scope, client = client_for({**LONG, "stream": True})
-    bodies = 0
 
-    async def fail_on_the_third_event(message: Message) -> None:
-        nonlocal bodies
-        if message["type"] == "http.response.body":
-            bodies += 1
-            if bodies == 3:
-                raise BrokenPipeError
+    def broken_pipe() -> None:
+        raise BrokenPipeError
 
-    client.on_send = fail_on_the_third_event
+    client.on_send = on_nth(3, lambda m: m["type"] == "http.response.body", broken_pipe)
     await asyncio.wait_for(chat(request_scope, client.receive, client.send), 10)
     rec = record(chat)
     assert (rec["outcome"], rec["http_status"]) == ("cancelled_client", 499)
@@ -379,10 +365,7 @@ async def test_an_exception_in_a_small_route_is_a_json_500(
 ) -> None:
     chat = endpoint()
 
-    def broken() -> bytes:
-        raise ZeroDivisionError
-
-    monkeypatch.setattr(chat.records, "document", broken)
+    monkeypatch.setattr(chat.records, "document", unexpected)
     transport = httpx2.ASGITransport(app=build_app(chat), raise_app_exceptions=False)
     async with httpx2.AsyncClient(transport=transport, base_url="http://w") as client:
         response = await client.get("/v1/harness/records")

@@ -20,10 +20,18 @@ import structlog
 
 from guest.worker import app as app_module
 from guest.worker.app import ChatEndpoint
-from guest.worker.engine import JobResult
 from guest.worker.toolprep import PreparedTools, ToolRequest, ToolsRefused
 from receipts import strictjson
-from tests.guest.worker.asgi import Client, Exchange, Message, body_of, client_for, parts, post
+from tests.guest.worker.asgi import (
+    Client,
+    Exchange,
+    Message,
+    body_of,
+    client_for,
+    parts,
+    post,
+    unexpected,
+)
 from tests.guest.worker.conftest import (
     ENGINE_FLOOR_BYTES,
     ENGINE_GUARD_BYTES,
@@ -268,11 +276,7 @@ async def test_an_exception_while_preparing_is_a_recorded_json_500(
     endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chat = endpoint()
-
-    def boom(request: ToolRequest) -> PreparedTools:
-        raise ZeroDivisionError
-
-    monkeypatch.setattr(chat.tools, "prepare", boom)
+    monkeypatch.setattr(chat.tools, "prepare", unexpected)
     answer = await post(chat, GOOD_BODY)
     assert answer.error() == (500, "internal_error", None)
     assert answer.headers[b"connection"] == b"close"
@@ -287,11 +291,7 @@ async def test_an_exception_in_generation_is_a_recorded_500(
     endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chat = endpoint()
-
-    def boom(job: object) -> JobResult:
-        raise ZeroDivisionError
-
-    monkeypatch.setattr(chat.engine, "run", boom)
+    monkeypatch.setattr(chat.engine, "run", unexpected)
     for stream in (False, True):
         answer = await post(chat, {**GOOD, "stream": stream})
         assert answer.error() == (500, "internal_error", None)
