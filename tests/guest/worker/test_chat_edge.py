@@ -19,7 +19,8 @@ import pytest
 import structlog
 
 from guest.worker import app as app_module
-from guest.worker.app import ChatEndpoint
+from guest.worker.app import ApiConfig, ChatEndpoint
+from guest.worker.server import ConnectionLimits
 from guest.worker.toolprep import PreparedTools, ToolRequest, ToolsRefused
 from receipts import strictjson
 from tests.guest.worker.asgi import (
@@ -409,3 +410,50 @@ async def test_a_record_s_duration_is_from_arrival_to_its_answer(
     took_ms = (time.monotonic() - began) * 1000
     assert client.exchange.status == 200
     assert 100_000 <= record(chat)["duration_ms"] <= 100_000 + took_ms
+
+
+def test_the_endpoint_and_the_server_share_one_body_timeout() -> None:
+    """docs/worker-limits.md gives one body timeout (30 s): the server's connection
+    guard and the endpoint's body read default to the same number."""
+    assert ApiConfig.body_timeout_s == ConnectionLimits.body_timeout_s == 30.0
+
+
+async def test_bodies_are_prepared_one_at_a_time(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One `worker-prep` thread: parsing and tool compilation never take a second core
+    from generation, however many requests arrive together."""
+    chat = endpoint()
+    real = chat.tools.prepare
+    running = peak = 0
+
+    def watched(request: ToolRequest) -> PreparedTools:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        time.sleep(0.05)
+        running -= 1
+        return real(request)
+
+    monkeypatch.setattr(chat.tools, "prepare", watched)
+    answers = await asyncio.gather(*(post(chat, GOOD_BODY) for _ in range(3)))
+    assert [a.status for a in answers] == [200] * 3
+    assert peak == 1
+
+
+async def test_one_generation_at_a_time(endpoint: Endpoint) -> None:
+    """One llama.cpp context, one generation thread: a request admitted while another
+    generates waits until that one ends (here, its client leaves)."""
+    chat = endpoint()
+    long = {**GOOD, "max_tokens": 30000, "logit_bias": {"1021": -100}}
+    first_scope, first = client_for(long)
+    running = asyncio.ensure_future(chat(first_scope, first.receive, first.send))
+    await until(lambda: len(chat.jobs) == 1)
+    waiting = asyncio.ensure_future(post(chat, GOOD_BODY))
+    await until(lambda: len(chat.jobs) == 2)
+    await asyncio.sleep(0.5)
+    assert not waiting.done(), "a second generation ran beside the first"
+    first.leave()
+    await running
+    assert (await waiting).status == 200
+    assert first.exchange.error() == (499, "client_disconnected", None)
