@@ -346,6 +346,7 @@ async def test_the_small_routes(endpoint: Endpoint) -> None:
         wrong = await client.get("/v1/chat/completions")
         chat.shutdown()
         closing = await client.get("/health")
+    assert models.status_code == 200
     assert models.json() == {"object": "list", "data": [
         {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "harness"}]}  # fmt: skip
     assert (health.status_code, health.json()) == (200, {"status": "ok"})

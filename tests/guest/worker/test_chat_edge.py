@@ -29,6 +29,7 @@ from tests.guest.worker.asgi import (
     Message,
     body_of,
     client_for,
+    on_nth,
     parts,
     post,
     unexpected,
@@ -233,6 +234,7 @@ async def test_a_cancelled_request_is_recorded_and_gives_its_slot_back(
         "cancelled_shutdown", 503, "shutting_down"
     )  # fmt: skip
     assert client.exchange.sent == []
+    assert rec["stream"] is False
 
 
 async def test_body_errors_are_named_with_their_parameter(endpoint: Endpoint) -> None:
@@ -457,3 +459,35 @@ async def test_one_generation_at_a_time(endpoint: Endpoint) -> None:
     await running
     assert (await waiting).status == 200
     assert first.exchange.error() == (499, "client_disconnected", None)
+
+
+async def test_a_body_of_exactly_the_limit_is_read(endpoint: Endpoint) -> None:
+    chat = endpoint()
+    answer = await post(chat, b" " * DOCUMENTED_BODY_LIMIT)
+    assert answer.error() == (400, "invalid_json", None)
+
+
+@pytest.mark.parametrize("failing", ["http.response.start", "http.response.body"])
+async def test_a_failed_send_of_the_answer_sends_nothing_more(
+    endpoint: Endpoint, failing: str
+) -> None:
+    """Once the status line was handed to the server (even if that send failed), no
+    second status line follows (the ASGI server would refuse it), and the request keeps
+    its one record."""
+    chat = endpoint()
+    request_scope, client = client_for(GOOD_BODY)
+    client.on_send = on_nth(1, lambda m: m["type"] == failing, unexpected)
+    await chat(request_scope, client.receive, client.send)
+    sent = [m["type"] for m in client.exchange.sent]
+    assert sent == ([] if failing == "http.response.start" else ["http.response.start"])
+    assert len(chat.records.snapshot()) == 1
+
+
+async def test_a_refusal_whose_send_fails_keeps_its_record(endpoint: Endpoint) -> None:
+    chat = endpoint()
+    request_scope, client = client_for(b"{bad")
+    client.on_send = on_nth(1, lambda m: True, unexpected)
+    await chat(request_scope, client.receive, client.send)
+    rec = record(chat)
+    assert (rec["outcome"], rec["error_code"]) == ("rejected_invalid_request", "invalid_json")
+    assert len(chat.records.snapshot()) == 1
