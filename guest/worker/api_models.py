@@ -10,7 +10,7 @@ Strict types: `"1"` is not 1, `1` is not `true`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,6 +84,13 @@ class ToolMessage(BaseModel):
 Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
 ]
+MESSAGE_ROLES: Final = frozenset(
+    role
+    for model in (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+    for role in get_args(model.model_fields["role"].annotation)
+)
+"""Every `role` a message may have: pydantic puts the one it tried into an error's
+location (`messages.0.developer.content`), where it is not a field of the request."""
 
 
 class FunctionDef(BaseModel):

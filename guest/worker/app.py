@@ -32,7 +32,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from guest.worker.api_models import ChatRequest, NamedToolChoice, stop_strings, template_messages
+from guest.worker.api_models import (
+    MESSAGE_ROLES,
+    ChatRequest,
+    NamedToolChoice,
+    stop_strings,
+    template_messages,
+)
 from guest.worker.engine import Engine, Job, JobResult
 from guest.worker.errors import HttpErrorCode, error_body
 from guest.worker.records import RecordLog
@@ -172,13 +178,15 @@ def parse_body(body: bytes) -> ChatRequest:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [str(p) for p in first["loc"] if not _union_tag(str(p))]
-        param = ".".join(p for p in loc if p not in ("system", "user", "assistant", "tool"))
+        param = ".".join(p for p in loc if p not in MESSAGE_ROLES)
         raise Rejected(400, "invalid_request", param[:128] or None) from exc
 
 
 def _union_tag(part: str) -> bool:
-    """A location part pydantic adds for a union member, not a field of the request."""
-    return part.startswith(("function-", "union[", "list[")) or part in ("str", "constrained-str")
+    """A location part pydantic adds for a union member, not a field of the request
+    (`tool_choice: 5` was `tool_choice.literal['none','auto','required']`)."""
+    prefixes = ("function-", "union[", "list[", "literal[")
+    return part.startswith(prefixes) or part in ("str", "constrained-str")
 
 
 def _content_length(scope: Scope) -> int:

@@ -62,6 +62,11 @@ def _refusal(body: bytes) -> tuple[int, str, str | None]:
     ("request_fields", "param"),
     [
         ({"stop": 5}, "stop"),
+        ({"tool_choice": 5}, "tool_choice"),
+        ({"messages": [{"role": "developer", "content": 5}]}, "messages.0.content"),
+        ({"messages": [{"role": "system", "content": 5}]}, "messages.0.content"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+        ({"messages": [{"role": "tool", "content": 5, "tool_call_id": "a"}]}, "messages.0.content"),
         ({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
          "messages.0.content"),
         ({"messages": [{"role": "assistant", "content": 5}]}, "messages.0.content"),
