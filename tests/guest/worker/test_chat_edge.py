@@ -40,6 +40,7 @@ from tests.guest.worker.conftest import (
     MODEL_ID,
     READ_TOOL,
 )
+from tests.guest.worker.test_chat_answers import LONG, record
 
 GOOD: dict[str, Any] = {
     "model": MODEL_ID,
@@ -49,10 +50,6 @@ GOOD: dict[str, Any] = {
 }
 GOOD_BODY = body_of(GOOD)
 Endpoint = Callable[..., ChatEndpoint]
-
-
-def record(chat: ChatEndpoint, index: int = -1) -> dict[str, Any]:
-    return chat.records.snapshot()[index].to_json()
 
 
 def assert_refused_before_generation(
@@ -352,10 +349,9 @@ async def test_shutdown_cancels_the_running_and_the_queued_request(endpoint: End
     """Both end at once as `cancelled_shutdown`: the one generating through the abort
     callback, the one waiting for the generation thread before it starts."""
     chat = endpoint(queue_depth=1)
-    long = {**GOOD, "max_tokens": 30000, "logit_bias": {"1021": -100}}
-    running = asyncio.ensure_future(post(chat, long))
+    running = asyncio.ensure_future(post(chat, LONG))
     await until(lambda: len(chat.jobs) == 1)
-    queued = asyncio.ensure_future(post(chat, long))
+    queued = asyncio.ensure_future(post(chat, LONG))
     await until(lambda: len(chat.jobs) == 2)
     began = time.monotonic()
     chat.shutdown()
@@ -447,8 +443,7 @@ async def test_one_generation_at_a_time(endpoint: Endpoint) -> None:
     """One llama.cpp context, one generation thread: a request admitted while another
     generates waits until that one ends (here, its client leaves)."""
     chat = endpoint()
-    long = {**GOOD, "max_tokens": 30000, "logit_bias": {"1021": -100}}
-    first_scope, first = client_for(long)
+    first_scope, first = client_for(LONG)
     running = asyncio.ensure_future(chat(first_scope, first.receive, first.send))
     await until(lambda: len(chat.jobs) == 1)
     waiting = asyncio.ensure_future(post(chat, GOOD_BODY))
