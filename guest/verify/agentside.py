@@ -5,8 +5,12 @@ This process runs the agent's code, so nothing it sends is trusted: the judge
 proxies, and decides which proxies it accepts. What this side does is keep the
 agent's objects in a table and answer the judge's requests on them:
 
-- `import NAME`, `getattr REF NAME`, `setattr REF NAME VALUE`, `call REF ARGS KWARGS`,
-  `op REF DUNDER ARGS` (an operator: ==, <, len, iter, next, repr, hash, [], in, +, ...);
+- `import NAME`, `getattr REF NAME`, `setattr REF NAME VALUE`, `delattr REF NAME`,
+  `call REF ARGS KWARGS`, `op REF DUNDER ARGS` (an operator that computes a value: len,
+  iter, next, repr, [], +, ...; never ==, <, hash, truth or `in`), `state REF` (an object's
+  attributes, for the judge's equality of state), `vcall VALUE NAME ARGS KWARGS` (a method
+  on an object this process builds from a value the judge built: `V MODULE CLASS ARGS
+  KWARGS`, the class's own constructor called with the test's arguments);
 - replies `ok VALUE` or `raise CLASS ARGS` (the exception's class as a builtin name or a
   class of the agent's, its arguments copied, a non-copyable argument as its repr);
 - a judge callable that a test passed arrives as a stub; calling it sends `callback`
@@ -20,14 +24,11 @@ from __future__ import annotations
 
 import builtins
 import importlib
-import operator
 import os
 import socket
 import sys
 import time
 import types
-from collections.abc import Callable
-from typing import Any
 
 from guest.verify.wire import (
     EXCEPTION_NAMES,
@@ -42,43 +43,20 @@ from guest.verify.wire import (
 
 CONNECT_SECONDS = 30.0
 
-_BINARY: dict[str, Callable[[Any, Any], Any]] = {
-    "__eq__": operator.eq,
-    "__ne__": operator.ne,
-    "__lt__": operator.lt,
-    "__le__": operator.le,
-    "__gt__": operator.gt,
-    "__ge__": operator.ge,
-    "__getitem__": operator.getitem,
-    "__contains__": operator.contains,
-    "__add__": operator.add,
-    "__sub__": operator.sub,
-    "__mul__": operator.mul,
-    "__truediv__": operator.truediv,
-    "__floordiv__": operator.floordiv,
-    "__mod__": operator.mod,
-    "__pow__": operator.pow,
-    "__radd__": lambda a, b: b + a,
-    "__rsub__": lambda a, b: b - a,
-    "__rmul__": lambda a, b: b * a,
-}
-_UNARY: dict[str, Callable[[Any], Any]] = {
-    "__len__": len,
-    "__iter__": iter,
-    "__next__": next,
-    "__repr__": repr,
-    "__str__": str,
-    "__hash__": hash,
-    "__bool__": bool,
-    "__neg__": operator.neg,
-    "__pos__": operator.pos,
-    "__abs__": abs,
-    "__int__": int,
-    "__float__": float,
-    "__index__": operator.index,
-    "__reversed__": reversed,
-}
-FORWARDED = frozenset(_BINARY) | frozenset(_UNARY) | {"__setitem__", "__delitem__"}
+VALUE_OPERATORS = frozenset(
+    {
+        "__len__", "__iter__", "__next__", "__reversed__", "__repr__", "__str__",
+        "__format__", "__bytes__", "__int__", "__float__", "__complex__", "__index__",
+        "__getitem__", "__setitem__", "__delitem__", "__neg__", "__pos__", "__abs__",
+        "__invert__", "__round__", "__trunc__", "__floor__", "__ceil__", "__enter__",
+        "__exit__", "__length_hint__",
+        *(f"__{prefix}{op}__" for prefix in ("", "r", "i") for op in (
+            "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow",
+            "lshift", "rshift", "and", "xor", "or")),
+    }
+)  # fmt: skip
+"""Operators that compute a value. Decisions (==, <, hash, truth, `in`) are never asked of
+this process: the judge makes them (guest/verify/proxies.py)."""
 
 
 class _Callback:
@@ -150,6 +128,12 @@ class Server:
             if cid not in self.callbacks:
                 self.callbacks[cid] = _Callback(self, cid)
             return self.callbacks[cid]
+        if tag == "V" and len(data) == 5:
+            cls = getattr(importlib.import_module(self._name_path(data[1])), self._name(data[2]))
+            args, kwargs = self.decode(data[3]), self.decode(data[4])
+            if type(args) is not tuple or type(kwargs) is not dict:
+                raise ProtocolError("malformed value")
+            return cls(*args, **kwargs)
         raise ProtocolError("malformed value")
 
     def decode(self, data: object) -> object:
@@ -191,22 +175,26 @@ class Server:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise ProtocolError("malformed call")
             return self._target(message[1])(*args, **kwargs)  # type: ignore[operator]
+        if op == "delattr" and len(message) == 3:
+            delattr(self._target(message[1]), self._name(message[2]))
+            return None
         if op == "op" and len(message) == 4:
-            target = self._target(message[1])
-            name = message[2]
             args = self.decode(message[3])
-            if type(args) is not tuple:
+            if message[2] not in VALUE_OPERATORS or type(args) is not tuple:
+                raise ProtocolError("unknown operator")
+            target = self._target(message[1])
+            method = getattr(type(target), message[2], None)  # looked up as Python does
+            if method is None:
+                raise TypeError(f"{type(target).__name__} has no {message[2]}")
+            return method(target, *args)
+        if op == "state" and len(message) == 2:
+            return _state(self._target(message[1]))
+        if op == "vcall" and len(message) == 5:
+            target = self.decode(message[1])
+            args, kwargs = self.decode(message[3]), self.decode(message[4])
+            if type(args) is not tuple or type(kwargs) is not dict:
                 raise ProtocolError("malformed call")
-            if name in _UNARY and not args:
-                return _UNARY[name](target)
-            if name in _BINARY and len(args) == 1:
-                return _BINARY[name](target, args[0])
-            if name == "__setitem__" and len(args) == 2:
-                target[args[0]] = args[1]  # type: ignore[index]
-                return None
-            if name == "__delitem__" and len(args) == 1:
-                del target[args[0]]  # type: ignore[attr-defined]
-                return None
+            return getattr(target, self._name(message[2]))(*args, **kwargs)
         raise ProtocolError("unknown request")
 
     def _name_path(self, value: object) -> str:
@@ -244,6 +232,22 @@ class Server:
     def serve(self) -> None:
         while True:
             self.answer(receive(self.sock))
+
+
+def _state(obj: object) -> dict[str, object]:
+    """The object's attributes: its instance dictionary and its slots."""
+    state: dict[str, object] = {}
+    for cls in type(obj).__mro__:
+        for slot in cls.__dict__.get("__slots__", ()):
+            if isinstance(slot, str) and slot not in ("__dict__", "__weakref__"):
+                try:
+                    state[slot] = object.__getattribute__(obj, slot)
+                except AttributeError:
+                    continue
+    instance = getattr(obj, "__dict__", None)
+    if isinstance(instance, dict):
+        state.update(instance)
+    return state
 
 
 def _refuse(obj: object) -> Encoded:

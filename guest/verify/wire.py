@@ -21,6 +21,11 @@ process before the solution is imported).
 from __future__ import annotations
 
 import builtins
+import collections
+import datetime
+import decimal
+import fractions
+import io
 import json
 import socket
 import struct
@@ -120,10 +125,15 @@ def encode(value: object, handle_out: HandleOut, depth: int = 0) -> Encoded:
     """The wire form of `value`; objects outside the closed set go to `handle_out`."""
     if depth > MAX_DEPTH:
         raise ProtocolError("value nested too deeply")
+    stdlib = _encode_stdlib(value, handle_out, depth)
+    if stdlib is not None:
+        return stdlib
     plain: Any = _coerce(value)
     kind = type(plain)
     if plain is None:
         return ["n"]
+    if plain is NotImplemented:  # an operator's "ask the other side": the judge's rules
+        return ["N"]
     if kind is bool:
         return ["b", plain]
     if kind is int:
@@ -156,7 +166,7 @@ def _hashable(value: object) -> object:
     if type(value) in (tuple, frozenset):
         for item in value:  # type: ignore[attr-defined]
             _hashable(item)
-    elif type(value) not in (type(None), bool, int, float, str, bytes):
+    elif type(value) not in _HASHABLE:
         raise ProtocolError("unhashable key")
     return value
 
@@ -179,6 +189,8 @@ def decode(data: object, handle_in: HandleIn, depth: int = 0) -> object:
     try:
         if tag == "n" and len(data) == 1:
             return None
+        if tag == "N" and len(data) == 1:
+            return NotImplemented
         if tag == "b" and type(payload) is bool:
             return payload
         if tag == "i" and type(payload) is str and len(payload) <= 1 << 20:
@@ -209,8 +221,13 @@ def decode(data: object, handle_in: HandleIn, depth: int = 0) -> object:
         return result
     if tag == "E" and type(payload) is str and payload in EXCEPTION_NAMES:
         return getattr(builtins, payload)
-    if tag in ("n", "b", "i", "f", "s", "y", "E"):
+    if tag in ("n", "N", "b", "i", "f", "s", "y", "E"):
         raise ProtocolError("malformed value")
+    if tag in _STDLIB_DECODERS and len(data) == 2:
+        try:
+            return _STDLIB_DECODERS[tag](payload, lambda item: decode(item, handle_in, depth + 1))
+        except (ValueError, TypeError, ArithmeticError, OverflowError) as exc:
+            raise ProtocolError("malformed value") from exc
     return handle_in(data)
 
 
@@ -218,3 +235,174 @@ def checked_id(value: object) -> int:
     if type(value) is not int or not 0 <= value <= MAX_ID:
         raise ProtocolError("malformed id")
     return value
+
+
+# -- the standard library's common values (both directions) ---------------------------
+# A correct solution may return these where a test compares with a builtin value or
+# iterates: each arrives as the same type, built by the receiving side's own standard
+# library from copied parts, never as a reference. The table is the whole list:
+#
+#   range, complex, bytearray              -> the same type
+#   decimal.Decimal, fractions.Fraction    -> the same type, exactly (digits, numerator)
+#   collections.deque                      -> deque, with its maxlen
+#   collections.OrderedDict, Counter       -> the same type
+#   collections.defaultdict                -> defaultdict without a default factory (the
+#                                             factory is code of the other side)
+#   dict.keys(), .values(), .items()       -> the same view, over a new dict
+#   datetime.date, .time, .datetime        -> the same type (naive or a fixed UTC offset)
+#   datetime.timedelta                     -> timedelta
+#   io.StringIO, io.BytesIO                -> a new buffer: same contents and position
+#
+# A subclass of one of these (other than of a builtin, which `_coerce` copies as its
+# base) is not in the table: it is an object of its side's own code.
+
+_HASHABLE: tuple[type, ...] = (
+    type(None), bool, int, float, str, bytes, complex, range, decimal.Decimal,
+    fractions.Fraction, datetime.date, datetime.time, datetime.datetime, datetime.timedelta,
+)  # fmt: skip
+_STRING_IO, _BYTES_IO = io.StringIO, io.BytesIO
+_DECIMAL, _FRACTION = decimal.Decimal, fractions.Fraction
+_DEQUE, _ORDERED, _COUNTER, _DEFAULT = (
+    collections.deque, collections.OrderedDict, collections.Counter, collections.defaultdict
+)  # fmt: skip
+_DATE, _TIME, _DATETIME, _TIMEDELTA, _TIMEZONE = (
+    datetime.date, datetime.time, datetime.datetime, datetime.timedelta, datetime.timezone
+)  # fmt: skip
+"""The types, taken once at import: a test may patch a name like `io.StringIO` while it
+runs (grep's tests do), and what crosses must not depend on it."""
+_KEYS_VIEW: type = type({}.keys())
+_VALUES_VIEW: type = type({}.values())
+_ITEMS_VIEW: type = type({}.items())
+_MAX_TEXT = 1 << 20
+
+
+def _fixed_offset(value: datetime.datetime | datetime.time) -> bool:
+    return value.tzinfo is None or type(value.tzinfo) is _TIMEZONE
+
+
+def _encode_stdlib(value: object, handle_out: HandleOut, depth: int) -> Encoded | None:
+    kind = type(value)
+
+    def items(values: Any) -> list[Encoded]:
+        return [encode(item, handle_out, depth + 1) for item in values]
+
+    if kind is range:
+        assert isinstance(value, range)
+        return ["r", [hex(value.start), hex(value.stop), hex(value.step)]]
+    if kind is complex:
+        assert isinstance(value, complex)
+        return ["j", [float.hex(value.real), float.hex(value.imag)]]
+    if kind is bytearray:
+        assert isinstance(value, bytearray)
+        return ["B", value.hex()]
+    if kind is _DECIMAL:
+        return ["D", str(value)]
+    if kind is _FRACTION:
+        assert isinstance(value, _FRACTION)
+        return ["Q", [hex(value.numerator), hex(value.denominator)]]
+    if kind is _DEQUE:
+        assert isinstance(value, _DEQUE)
+        limit = None if value.maxlen is None else hex(value.maxlen)
+        return ["q", [items(value), limit]]
+    if kind in (_ORDERED, _COUNTER, _DEFAULT):
+        assert isinstance(value, dict)
+        tag = {_ORDERED: "O", _COUNTER: "C"}.get(kind, "dd")
+        return [tag, [[encode(k, handle_out, depth + 1), encode(v, handle_out, depth + 1)]
+                      for k, v in value.items()]]  # fmt: skip
+    if kind in (_KEYS_VIEW, _VALUES_VIEW):
+        return ["K" if kind is _KEYS_VIEW else "V", items(value)]
+    if kind is _ITEMS_VIEW:
+        return ["I", [[encode(k, handle_out, depth + 1), encode(v, handle_out, depth + 1)]
+                      for k, v in value]]  # type: ignore[attr-defined]  # fmt: skip
+    if kind in (_DATETIME, _DATE, _TIME) and (kind is _DATE or _fixed_offset(value)):  # type: ignore[arg-type]
+        tag = {_DATETIME: "dt", _DATE: "da", _TIME: "ti"}[kind]
+        return [tag, value.isoformat()]  # type: ignore[attr-defined]
+    if kind is _TIMEDELTA:
+        assert isinstance(value, _TIMEDELTA)
+        return ["td", [hex(value.days), hex(value.seconds), hex(value.microseconds)]]
+    if kind in (_STRING_IO, _BYTES_IO):
+        assert isinstance(value, (_STRING_IO, _BYTES_IO))
+        if value.closed:
+            return None
+        contents = value.getvalue()
+        text = contents if isinstance(contents, str) else contents.hex()
+        return ["sio" if kind is _STRING_IO else "bio", [text, hex(value.tell())]]
+    return None
+
+
+def _ints(payload: object, count: int) -> list[int]:
+    parts = _items(payload)
+    if len(parts) != count or not all(type(p) is str and len(p) <= 1 << 12 for p in parts):
+        raise ProtocolError("malformed value")
+    return [int(p, 16) for p in parts]
+
+
+def _text(payload: object) -> str:
+    if type(payload) is not str or len(payload) > _MAX_TEXT:
+        raise ProtocolError("malformed value")
+    return payload
+
+
+def _pairs(payload: object, item: Callable[[object], object]) -> list[tuple[object, object]]:
+    pairs = []
+    for pair in _items(payload):
+        if type(pair) is not list or len(pair) != 2:
+            raise ProtocolError("malformed value")
+        pairs.append((_hashable(item(pair[0])), item(pair[1])))
+    return pairs
+
+
+def _floats(payload: object) -> list[float]:
+    parts = _items(payload)
+    if len(parts) != 2 or not all(type(p) is str and len(p) <= 64 for p in parts):
+        raise ProtocolError("malformed value")
+    return [float.fromhex(p) for p in parts]
+
+
+def _deque(payload: object, item: Callable[[object], object]) -> collections.deque[object]:
+    parts = _items(payload)
+    if len(parts) != 2:
+        raise ProtocolError("malformed value")
+    limit = None if parts[1] is None else _ints([parts[1]], 1)[0]
+    return _DEQUE((item(x) for x in _items(parts[0])), maxlen=limit)
+
+
+def _buffer(payload: object, binary: bool) -> io.StringIO | io.BytesIO:
+    parts = _items(payload)
+    if len(parts) != 2:
+        raise ProtocolError("malformed value")
+    text, position = _text(parts[0]), _ints([parts[1]], 1)[0]
+    buffer: io.StringIO | io.BytesIO
+    buffer = _BYTES_IO(bytes.fromhex(text)) if binary else _STRING_IO(text)
+    buffer.seek(position)
+    return buffer
+
+
+def _decimal(payload: object) -> decimal.Decimal:
+    text = _text(payload)
+    if len(text) > 4096:
+        raise ProtocolError("malformed value")
+    return _DECIMAL(text)
+
+
+StdlibDecoder = Callable[[object, Callable[[object], object]], object]
+_STDLIB_DECODERS: dict[str, StdlibDecoder] = {
+    "r": lambda p, _: range(*_ints(p, 3)),
+    "j": lambda p, _: complex(*_floats(p)),
+    "B": lambda p, _: bytearray.fromhex(_text(p)),
+    "D": lambda p, _: _decimal(p),
+    "Q": lambda p, _: _FRACTION(*_ints(p, 2)),
+    "q": _deque,
+    "O": lambda p, item: _ORDERED(_pairs(p, item)),
+    "C": lambda p, item: _COUNTER(dict(_pairs(p, item))),
+    "dd": lambda p, item: _DEFAULT(None, _pairs(p, item)),
+    "K": lambda p, item: dict.fromkeys(_hashable(item(x)) for x in _items(p)).keys(),
+    "V": lambda p, item: dict(enumerate(item(x) for x in _items(p))).values(),
+    "I": lambda p, item: dict(_pairs(p, item)).items(),
+    "dt": lambda p, _: _DATETIME.fromisoformat(_text(p)),
+    "da": lambda p, _: _DATE.fromisoformat(_text(p)),
+    "ti": lambda p, _: _TIME.fromisoformat(_text(p)),
+    "td": lambda p, _: _TIMEDELTA(*_ints(p, 3)),
+    "sio": lambda p, _: _buffer(p, binary=False),
+    "bio": lambda p, _: _buffer(p, binary=True),
+}

@@ -29,9 +29,11 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from guest.verify import judgeside
+from guest.verify import judgeside, link
 from guest.verify.judgeside import Link, SolutionFinder, SplitJudgeError
+from guest.verify.proxies import RemoteModule, RemoteObject, SolutionHandles
 from guest.verify.split import server_argv
+from guest.verify.stubs import read_stubs
 from guest.verify.wire import ProtocolError, decode, encode, send
 
 VALUES: list[object] = [
@@ -193,7 +195,7 @@ class Shelf:
     def __getitem__(self, index):
         return self.items[index]
     def __contains__(self, item):
-        return item in self.items
+        return True  # a lie the judge never asks
     def __add__(self, other):
         return Shelf(self.items + other.items)
     def each(self, function):
@@ -202,7 +204,8 @@ class Shelf:
         return functools.reduce(function, self.items, start)
 
 class Helper:
-    pass
+    def __bool__(self):
+        return False  # a lie the judge never asks
 
 class ShelfError(ValueError):
     pass
@@ -228,7 +231,29 @@ def generate(n):
 def leave():
     raise SystemExit(0)
 """
-STUB = "class Shelf:\n    pass\n\n\nclass ShelfError(ValueError):\n    pass\n"
+STUB = """
+class Shelf:
+    def __init__(self, items):
+        pass
+
+    def __eq__(self, other):
+        pass
+
+    def __len__(self):
+        pass
+
+    def __add__(self, other):
+        pass
+
+    def each(self, function):
+        pass
+
+
+class ShelfError(ValueError):
+    pass
+"""
+"""The task's stub: it declares `__eq__`, `__len__` and `__add__` for the solution to write
+(equality is then the judge's, over state), and not `__contains__`."""
 
 
 @pytest.fixture
@@ -248,12 +273,13 @@ def solution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     conn = judgeside.accept(listener, os.getuid(), 30)
     listener.close()
     assert conn is not None
-    monkeypatch.setattr(judgeside, "LINK", Link(conn, stubs))
-    finder = SolutionFinder()
+    known = read_stubs(stubs)
+    monkeypatch.setattr(link, "LINK", Link(conn, SolutionHandles(known)))
+    finder = SolutionFinder(known.modules)
     sys.meta_path.append(finder)
     try:
         module = __import__(name)
-        assert isinstance(module, judgeside.RemoteModule)
+        assert isinstance(module, RemoteModule)
         yield module
     finally:
         sys.meta_path.remove(finder)
@@ -283,20 +309,33 @@ def test_exceptions_are_the_same_builtin_class_with_their_args(solution: Any) ->
     assert type(own.value) is solution.ShelfError and solution.ShelfError.__bases__ == (ValueError,)
 
 
-def test_a_declared_instance_forwards_its_operators(solution: Any) -> None:
+def test_a_declared_instance_answers_values_and_the_judge_decides(solution: Any) -> None:
     shelf = solution.make(1, 2)
-    assert isinstance(shelf, judgeside.RemoteObject)
     assert isinstance(shelf, solution.Shelf)
+    assert (len(shelf), list(shelf), shelf[1], repr(shelf)) == (2, [1, 2], 2, "Shelf([1, 2])")
+    # the stub leaves __eq__ to the solution: equality of state, decided here
     assert shelf == solution.Shelf([1, 2]) and shelf != solution.Shelf([2])
-    assert (len(shelf), list(shelf), shelf[1], 2 in shelf) == (2, [1, 2], 2, True)
-    assert repr(shelf) == "Shelf([1, 2])"
-    assert list(shelf + solution.make(3)) == [1, 2, 3]
     assert shelf.label == "shelf"
     shelf.label = "top"
     assert shelf.label == "top"
+    assert shelf != solution.Shelf([1, 2])  # its state changed
     assert shelf.items == [1, 2] and type(shelf.items) is list
+    assert shelf != [1, 2] and shelf != [1, 2]
+    assert hash(shelf) == hash(solution.make(5))  # one hash per class: equal states agree
+    # `in` iterates and compares here (the solution's __contains__ is never asked)
+    assert 2 in shelf and 9 not in shelf
+    # an operator the stub declares runs in the solution's process, one it does not is absent
+    assert list(shelf + solution.make(3)) == [1, 2, 3]
     with pytest.raises(TypeError):
-        hash(shelf)
+        _ = shelf - solution.make(3)
+    with pytest.raises(TypeError):
+        _ = shelf < solution.make(3)
+
+
+def test_truth_is_the_judges(solution: Any) -> None:
+    assert bool(solution.make(1)) is True
+    assert bool(solution.make()) is False  # a length of 0, computed by the solution
+    assert bool(solution.helper()) is True  # no length: true, whatever it says
 
 
 def test_callbacks_run_in_the_judge_with_copied_values(solution: Any) -> None:
@@ -319,9 +358,15 @@ def test_callbacks_run_in_the_judge_with_copied_values(solution: Any) -> None:
     assert caught.value.args == ("from the judge", 1)
 
 
-def test_an_undeclared_instance_is_refused(solution: Any) -> None:
-    with pytest.raises(SplitJudgeError):
-        solution.helper()
+def test_a_helper_of_the_solution_is_an_opaque_proxy(solution: Any) -> None:
+    """An object of a class the stub does not declare crosses (an honest solution may
+    return one) and equals only itself."""
+    first, second = solution.helper(), solution.helper()
+    same = first
+    assert first == same
+    assert first != second
+    assert first != "anything"
+    assert {first: 1}[first] == 1
 
 
 def test_a_judge_object_is_never_passed(solution: Any) -> None:
@@ -354,17 +399,17 @@ def _lying_link(tmp_path: Path, replies: list[list[Any]]) -> tuple[Link, socket.
     for reply in replies:
         send(theirs, reply)
     (tmp_path / "m.py").write_text("class Declared:\n    pass\n")
-    link = Link(ours, tmp_path)
-    link.modules.add("m")
-    return link, theirs
+    handles = SolutionHandles(read_stubs(tmp_path))
+    handles.imported.add("m")
+    return Link(ours, handles), theirs
 
 
 @pytest.mark.parametrize(
     "reply",
     [
-        ["ok", ["H", 1, "instance", "m", "Helper"]],
-        ["ok", ["H", 1, "instance", "elsewhere", "Declared"]],
         ["ok", ["H", 1, "wizard", "m", "Declared"]],
+        ["ok", ["H", 1, "exception_class", "m", "E", "SystemExit"]],
+        ["raise", ["E", "ValueError"], ["t", [["H", 2, "instance", "m", "Declared"]]]],
         ["ok", ["c", 9]],
         ["raise", ["E", "SystemExit"], ["t", []]],
         ["raise", ["s", "ValueError"], ["t", []]],
@@ -373,9 +418,9 @@ def _lying_link(tmp_path: Path, replies: list[list[Any]]) -> tuple[Link, socket.
         ["hello"],
     ],
     ids=[
-        "undeclared_class",
-        "other_module",
         "unknown_kind",
+        "exception_class_of_base_exception",
+        "exception_argument_an_object",
         "unknown_callback",
         "base_exception",
         "class_as_string",
@@ -404,9 +449,45 @@ def test_an_oversized_or_torn_message_is_refused(tmp_path: Path) -> None:
         link.request(["getattr", 1, "x"])
 
 
-def test_a_declared_instance_from_a_truthful_peer_is_accepted(tmp_path: Path) -> None:
-    """The positive control for the lying-peer cases."""
-    link, theirs = _lying_link(tmp_path, [["ok", ["H", 1, "instance", "m", "Declared"]]])
+@pytest.mark.parametrize(
+    ("module", "name", "declared"),
+    [("m", "Declared", True), ("m", "Helper", False), ("elsewhere", "Declared", False)],
+)
+def test_an_instance_from_a_truthful_peer_is_accepted(
+    tmp_path: Path, module: str, name: str, declared: bool
+) -> None:
+    """The positive control for the lying-peer cases: a declared class's object gets the
+    stub's class as a base; any other is an opaque proxy."""
+    link, theirs = _lying_link(tmp_path, [["ok", ["H", 1, "instance", module, name]]])
     proxy = link.request(["getattr", 1, "x"])
-    assert isinstance(proxy, judgeside.RemoteObject) and type(proxy).__name__ == "Declared"
+    assert type(proxy).__name__ == name
+    assert isinstance(proxy, RemoteObject) is not declared
+    theirs.close()
+
+
+def test_the_import_hook_serves_only_the_workspaces_modules() -> None:
+    """Names the standard library probes (`msvcrt`, `org.python.core`) are never asked of
+    the solution's process, whatever the workspace holds.
+    Mutation control: the names check removed from SolutionFinder.find_spec -> fails."""
+    finder = SolutionFinder(frozenset({"shelf"}))
+    assert finder.find_spec("shelf") is not None
+    for name in ("msvcrt", "org", "org.python.core", "_winapi", "pygments"):
+        assert finder.find_spec(name) is None, name
+
+
+def test_the_solutions_process_computes_values_only(tmp_path: Path) -> None:
+    """Even a judge that asked would not get a decision from the solution's process: its
+    server answers no comparison, hash, truth or `in` (defence in depth; the judge's
+    rules never ask).
+    Mutation control: "__eq__" added to agentside.VALUE_OPERATORS -> fails."""
+    from guest.verify.agentside import Server
+
+    ours, theirs = socket.socketpair()
+    server = Server(theirs)
+    server.objects[1] = [1, 2]
+    for name in ("__eq__", "__ne__", "__lt__", "__hash__", "__bool__", "__contains__"):
+        with pytest.raises(ProtocolError):
+            server.handle(["op", 1, name, ["t", [["i", "0x1"]]]])
+    assert server.handle(["op", 1, "__len__", ["t", []]]) == 2
+    ours.close()
     theirs.close()
