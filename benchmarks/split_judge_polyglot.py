@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from guest.task import Task, load_task, task_digest
+from guest.task import Task, copy_task_private, load_task, task_digest
 from guest.verify.run import verify
 
 TASKS = Path(__file__).resolve().parent.parent / "profiles" / "tasks"
@@ -43,8 +43,15 @@ def _workspace(task_dir: Path, target: Path, kind: str) -> Path:
     return target
 
 
+def _ship(task_dir: Path, scratch: Path) -> Path:
+    """The task as the verification guest holds it: a copy only root can enter."""
+    copy_task_private(task_dir, scratch / "shipped")
+    return scratch / "shipped"
+
+
 def _run(task: Task, task_dir: Path, kind: str, scratch: Path) -> tuple[str, int, int, float]:
     workspace = _workspace(task_dir, scratch / f"{kind}-final", kind)
+    task_dir = scratch / "shipped" if (scratch / "shipped").exists() else _ship(task_dir, scratch)
     started = time.monotonic()
     record = verify(task, task_dir, task_digest(task_dir), workspace, scratch / f"{kind}-v")
     return record.result, record.tests_passed, record.tests_expected, time.monotonic() - started

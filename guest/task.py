@@ -8,6 +8,8 @@ scripted policies alike), so a receipt names exactly the task that was run.
 
 from __future__ import annotations
 
+import os
+import shutil
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -112,6 +114,15 @@ def load_task(task_dir: Path, *, full: bool = True) -> Task:
         if not (task_dir / "workspace" / fixture).is_file():
             raise TaskError(f"task {task_dir.name}: fixture {fixture} is not in workspace/")
     return task
+
+
+def copy_task_private(task_dir: Path, target: Path) -> None:
+    """The task as the verifier gets it: the whole directory (its digest unchanged), in a
+    directory only its owner (root) can enter. Its hidden tests and reference solution are
+    out of reach of the solution's user, and a split judgement refuses a task that is not
+    (guest/verify/run.hidden_tests_exposed)."""
+    shutil.copytree(task_dir, target, ignore=shutil.ignore_patterns("__pycache__"))
+    os.chmod(target, 0o700)
 
 
 def task_digest(task_dir: Path) -> str:

@@ -37,6 +37,8 @@ from receipts.treedigest import tree_sha256
 
 NOBODY: RunAs = (65534, 65534)
 HIDDEN_DIR = "hidden_tests"
+STUBS_DIR = "stub"
+"""In the judge's directory: the task's original workspace, read by the judge only."""
 
 
 def _chown_tree(root: Path, run_as: RunAs) -> None:
@@ -79,19 +81,29 @@ class _Prepared:
     fresh: Path
     """The workspace copy (the agent's process, or the in-process command, runs here)."""
     judge_dir: Path | None
-    """Split only: the hidden tests, outside the workspace copy, not writable by `nobody`."""
+    """Split only: the judge's own directory (0700, the judge's): the hidden tests and the
+    stub, neither readable nor listable by `nobody`."""
     ipc: Path | None
     report: Path
     digest: str
+
+
+def hidden_tests_exposed(task_dir: Path, run_as: RunAs) -> bool:
+    """Whether the solution's user could reach the task as shipped to the verifier (its
+    hidden tests, its reference solution): the verification guest's copy is the root's
+    alone (harness/trial: guest.task.copy_task_private), and a split judgement refuses to
+    run beside a task the solution could read."""
+    return traversable_by(task_dir, run_as)
 
 
 def _prepare(
     task: Task, task_dir: Path, final_workspace: Path, scratch: Path, *, run_as: RunAs,
     judge_as: RunAs,
 ) -> _Prepared:  # fmt: skip
-    """The fresh copy, the hidden tests beside it (in process) or in the judge's own
-    directory (split), the report path (outside the copy), and the tree digest of the
-    copy as received (before the hidden tests are put in)."""
+    """The fresh copy; the hidden tests beside it (in process) or in the judge's own
+    directory with the stub (split); the report path (outside the copy, in a directory
+    that is never the solution's); the tree digest of the copy as received (before the
+    hidden tests are put in)."""
     scratch.mkdir(mode=0o755, parents=True, exist_ok=False)
     if not traversable_by(scratch, run_as):
         raise PermissionError("scratch is not reachable by the unprivileged user")
@@ -105,21 +117,27 @@ def _prepare(
     if split and not traversable_by(scratch, judge_as):
         raise PermissionError("scratch is not reachable by the judge's user")
     judge_dir = scratch / "judge" if split else None
-    tests_home = judge_dir if judge_dir is not None else fresh
-    if judge_dir is not None:
-        judge_dir.mkdir(mode=0o755)
-    copy_regular_tree(task_dir / HIDDEN_DIR, tests_home / HIDDEN_DIR)
     reports = scratch / "report"
     reports.mkdir(mode=0o700 if split else 0o755)
+    report = reports / "report"
+    if judge_dir is not None:
+        judge_dir.mkdir(mode=0o700)
+        copy_regular_tree(task_dir / HIDDEN_DIR, judge_dir / HIDDEN_DIR)
+        copy_regular_tree(task_dir / "workspace", judge_dir / STUBS_DIR)
+        _chown_tree(judge_dir, judge_as)
+        _chown_tree(reports, judge_as)
+    else:
+        copy_regular_tree(task_dir / HIDDEN_DIR, fresh / HIDDEN_DIR)
+        report.touch(mode=0o600)  # the runner writes it; the directory stays root's
+        os.chown(report, *run_as)
     _chown_tree(fresh, run_as)
-    _chown_tree(reports, judge_as if split else run_as)
     ipc = None
     if split:
         ipc = scratch / "ipc"
         ipc.mkdir(mode=0o711)  # the judge's: `nobody` may reach the socket, not list or add
         _chown_tree(ipc, judge_as)
         os.chmod(ipc, 0o711)
-    return _Prepared(fresh, judge_dir, ipc, reports / "report", digest)
+    return _Prepared(fresh, judge_dir, ipc, report, digest)
 
 
 def _judge(
@@ -150,12 +168,17 @@ def verify(
     counts = Counts(passed=0, failed=0, errored=0, skipped=0)
     report_ids: ReportIds = "unread"
     workspace_sha256: str | None = None
+    exposed = task.hidden.judge == "split" and hidden_tests_exposed(task_dir, run_as)
     try:
+        if exposed:
+            raise PermissionError("the solution's user can read the task")
         prepared = _prepare(
             task, task_dir, final_workspace, scratch, run_as=run_as, judge_as=judge_as
         )
     except (OSError, ValueError):  # ValueError: a path treedigest cannot name
-        category: VerificationCategory = "workspace_unreadable"
+        category: VerificationCategory = (
+            "hidden_tests_exposed" if exposed else "workspace_unreadable"
+        )
         isolation = "not_applied"
         workspace_sha256 = None
         judge: JudgeProcess = "not_run"
@@ -182,7 +205,7 @@ def verify(
                 judge_dir=prepared.judge_dir,
                 workspace=prepared.fresh,
                 ipc_dir=prepared.ipc,
-                stubs=task_dir / "workspace",
+                stubs=prepared.judge_dir / STUBS_DIR,
                 limits=limits,
                 env=env,
                 server_as=run_as,

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guest.task import load_task, task_digest
+from guest.task import copy_task_private, load_task, task_digest
 from harness.dispatch import DispatchRefused, SuiteMembership, admit, ledger_dir
 from harness.profiles import Profile
 from harness.profiles.load import PROFILES_DIR
@@ -711,11 +711,8 @@ class Trial:
         root = scratch / "verifier-data"
         shutil.copytree(self.runtime.root, root / "runtime", copy_function=link_or_copy)
         shutil.copy(self.runtime.pins, root / "pins.json")
-        shutil.copytree(
-            self.task_dir,
-            root / "task" / self.options.task,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
+        (root / "task").mkdir(parents=True)
+        copy_task_private(self.task_dir, root / "task" / self.options.task)
         shutil.copytree(workspace, root / "workspace")
         return root
 

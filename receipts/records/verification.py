@@ -20,6 +20,7 @@ VerificationCategory = Literal[
     "workspace_unreadable",
     "net_isolation_unavailable",
     "workspace_mismatch",
+    "hidden_tests_exposed",
     HostReading,
     VerifierHostReading,
 ]
@@ -102,7 +103,7 @@ class _VerificationFields(Record):
         digests_absent = (self.task_sha256 is None, self.final_diff_sha256 is None)
         if digests_absent != (unread, unread) or (unread and self.result != "failed"):
             raise ValueError("digests are absent exactly when the record was not read")
-        no_copy = unread or self.category == "workspace_unreadable"
+        no_copy = unread or self.category in ("workspace_unreadable", "hidden_tests_exposed")
         if (self.workspace_sha256 is None) != no_copy:
             raise ValueError("the workspace digest is absent exactly when nothing was copied")
         if self.suspicious_changes != tuple(sorted(set(self.suspicious_changes))):
@@ -140,8 +141,9 @@ class VerificationRecord(_VerificationFields):
     @model_validator(mode="after")
     def _judge_ran(self) -> VerificationRecord:
         """A stand-in or an uncopied workspace ran no judge; anything else says which."""
-        no_run = self.category in VERIFICATION_HOST_READINGS or (
-            self.category == "workspace_unreadable"
+        no_run = self.category in VERIFICATION_HOST_READINGS or self.category in (
+            "workspace_unreadable",
+            "hidden_tests_exposed",
         )
         if (self.judge == "not_run") != no_run:
             raise ValueError("judge is not_run exactly when the hidden command never ran")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from guest.task import Task, load_task
+from guest.task import Task, copy_task_private, load_task
 
 TASKS = Path(__file__).parents[2] / "profiles" / "tasks"
 TASK_IDS = ("py-one-line-fix", "node-bug-fix", "py-two-file-change")
@@ -26,8 +26,18 @@ def scratch() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def shipped(task_dir: Path, scratch: Path) -> Path:
+    """The task as the verification guest holds it: a copy only root can enter."""
+    target = scratch / "shipped" / task_dir.name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copy_task_private(task_dir, target)
+    return target
+
+
 def task_copy(task_id: str, scratch: Path) -> tuple[Task, Path, Path]:
-    task_dir = TASKS / task_id
+    """The task (shipped as to the verifier) and a copy of its workspace."""
+    task_dir = shipped(TASKS / task_id, scratch)
     workspace = scratch / "workspace"
     shutil.copytree(task_dir / "workspace", workspace)
     return load_task(task_dir), task_dir, workspace

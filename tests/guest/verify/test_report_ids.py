@@ -122,6 +122,7 @@ def _rewriting_task(root: Path, task_id: str) -> Path:
         f'{head}[hidden]\njudge = "in_process"\n'
         f'command = ["/bin/sh", "-c", "{rewrite}", "sh", {rest}'
     )
+    task_dir.chmod(0o700)
     return task_dir
 
 

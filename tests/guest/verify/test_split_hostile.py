@@ -32,7 +32,7 @@ from guest.task import load_task, task_digest
 from guest.verify.run import verify
 from receipts.records import VerificationRecord
 from receipts.records.verification import VerificationCategory
-from tests.guest.support_tasks import TASKS, scratch
+from tests.guest.support_tasks import TASKS, scratch, shipped
 
 __all__ = ["scratch"]
 
@@ -128,7 +128,8 @@ def _verify_bowling(scratch: Path, solution: str, judge: str = "split") -> Verif
     workspace = scratch / "final"
     shutil.copytree(TASKS / TASK / "workspace", workspace)
     (workspace / "bowling.py").write_text(solution)
-    return verify(task, TASKS / TASK, task_digest(TASKS / TASK), workspace, scratch / "verify")
+    task_dir = shipped(TASKS / TASK, scratch)
+    return verify(task, task_dir, task_digest(task_dir), workspace, scratch / "verify")
 
 
 CLOSED: frozenset[VerificationCategory] = frozenset({"ok", "report_inconsistent", "report_missing"})

@@ -13,7 +13,7 @@ import pytest
 from guest.task import load_task, task_digest
 from guest.verify.reports import ReportUnreadable, junit_counts, tap_counts
 from guest.verify.run import traversable_by, verify
-from tests.guest.support_tasks import TASKS, scratch, task_copy
+from tests.guest.support_tasks import TASKS, scratch, shipped, task_copy
 
 __all__ = ["scratch"]
 
@@ -30,7 +30,7 @@ def _verify(task_id: str, scratch: Path, workspace: Path | None = None) -> objec
     task, task_dir, copied = (
         task_copy(task_id, scratch)
         if workspace is None
-        else (load_task(TASKS / task_id), TASKS / task_id, workspace)
+        else (load_task(TASKS / task_id), shipped(TASKS / task_id, scratch), workspace)
     )
     return verify(task, task_dir, task_digest(task_dir), copied, scratch / "verify")
 
@@ -94,6 +94,7 @@ def _synthetic_task(root: Path, hidden: str, report: str = "tap", deadline: int 
         f'[hidden]\ncommand = ["/bin/sh", "-c", {json.dumps(hidden)}, "sh", "{{report}}"]\n'
         f'report = "{report}"\njudge = "in_process"\nexpected = ["t"]\ndeadline_s = {deadline}\n'
     )
+    task_dir.chmod(0o700)
     return task_dir
 
 
@@ -195,6 +196,7 @@ def test_conftest_cheat_is_real_without_the_runner_options(scratch: Path) -> Non
     # In process: split, the judge never collects the workspace's conftest.py at all.
     toml = toml.replace('report = "junit"\n', 'report = "junit"\njudge = "in_process"\n')
     (task_dir / "task.toml").write_text(toml)
+    task_dir.chmod(0o700)
     task = load_task(task_dir)
     workspace = scratch / "final"
     shutil.copytree(task_dir / "workspace", workspace)
