@@ -157,11 +157,14 @@ def _toml_array(items: Sequence[str]) -> str:
 
 
 def patches_solution(exercise: Exercise) -> bool:
-    """Whether the tests patch a name in the solution's module (`mock.patch("grep.open")`):
-    the judge's proxy module cannot be patched into the solution's process, so such a
-    task declares `hidden.judge = "in_process"` (measured: grep and paasio)."""
+    """Whether the tests patch a name in the solution's module with an object made by
+    `new_callable` (paasio: `patch("paasio.super", new_callable=SuperMock)`): the solution
+    would have to drive that judge object by reference, which the split judge never lends,
+    so such a task declares `hidden.judge = "in_process"`. A patch with a callable the
+    judge keeps (grep: `patch("grep.open", side_effect=...)`) is set in the solution's
+    module as a callback and stays split."""
     module = re.escape(exercise.solution[0].removesuffix(".py"))
-    pattern = re.compile(r"patch\(\s*[\"']" + module + r"\.")
+    pattern = re.compile(r"patch\(\s*[\"']" + module + r"\.\w+[\"'][^)]*\bnew_callable\s*=")
     return any(
         pattern.search((exercise.root / name).read_text(encoding="utf-8"))
         for name in exercise.tests

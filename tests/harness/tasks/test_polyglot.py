@@ -161,25 +161,35 @@ def test_the_vendored_python_tasks_match_their_index() -> None:
         assert len(load_task(task_dir).hidden.expected) == entry["hidden_tests"]
 
 
-def test_tests_that_patch_the_solution_module_are_judged_in_process(tmp_path: Path) -> None:
-    """A proxy module cannot be patched into the solution's process (split judge): an
-    exercise whose tests `patch("<module>.name")` is imported with hidden.judge =
-    in_process, every other one keeps the split default.
-    Mutation control: patches_solution returning False -> this test fails."""
+def test_tests_that_lend_a_made_object_to_the_solution_are_judged_in_process(
+    tmp_path: Path,
+) -> None:
+    """The split judge never lends a judge object to the solution by reference: an
+    exercise whose tests `patch("<module>.name", new_callable=...)` (the solution would
+    drive the object that class makes) is imported with hidden.judge = in_process; a patch
+    with a callable the judge keeps, and every other exercise, keeps the split default.
+    Mutation control: patches_solution returning False -> the `lent` case fails; returning
+    True -> the `called` and `plain` cases fail."""
     source, tasks = tmp_path / "bench", tmp_path / "tasks"
     tasks.mkdir()
-    patched = exercise(source, slug="patched")
-    (patched / "adder_test.py").write_text(
-        TESTS.replace("import unittest\n", "import unittest\nfrom unittest import mock\n")
-        + '\n    @mock.patch("adder.print", create=True)\n'
-        "    def test_quiet(self, _print):\n        self.assertEqual(add(1, 1), 2)\n"
-    )
+    for slug, patch in (
+        ("lent", '@mock.patch("adder.print", create=True, new_callable=mock.MagicMock)'),
+        ("called", '@mock.patch("adder.print", create=True, side_effect=print)'),
+    ):
+        patched = exercise(source, slug=slug)
+        (patched / "adder_test.py").write_text(
+            TESTS.replace("import unittest\n", "import unittest\nfrom unittest import mock\n")
+            + f"\n    {patch}\n"
+            "    def test_quiet(self, _print):\n        self.assertEqual(add(1, 1), 2)\n"
+        )
     exercise(source, slug="plain")
     result = import_polyglot(source, "python", tasks, COMMIT)
     assert sorted(t.task_id for t in result.imported) == [
-        "polyglot-py-patched",
+        "polyglot-py-called",
+        "polyglot-py-lent",
         "polyglot-py-plain",
     ]
-    assert load_task(tasks / "polyglot-py-patched").hidden.judge == "in_process"
+    assert load_task(tasks / "polyglot-py-lent").hidden.judge == "in_process"
+    assert load_task(tasks / "polyglot-py-called").hidden.judge == "split"
     assert load_task(tasks / "polyglot-py-plain").hidden.judge == "split"
     assert "judge" not in (tasks / "polyglot-py-plain" / "task.toml").read_text()
