@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 
 from harness.trial.pipeline import Trial
+from tests.guest.verify.attacks import HIDDEN_TABLE, ORACLE_THIEF, yes_solution
+from tests.guest.verify.test_judge_attacks import BUGGY_MOVING_SUM
 from tests.harness.trial.test_trial_vm import (
     TASKS,
     _cli_audit_passes,
@@ -134,33 +136,54 @@ RUNNER_PATCH = "import unittest\nunittest.TestCase.run = lambda self, result=Non
 made all 31 of bowling's unittest tests "pass" on the unsolved stub (docs/verification.md)."""
 
 
-def _runner_patch_script(tmp_path: Path) -> Path:
-    stub = (TASKS / BOWLING / "workspace" / "bowling.py").read_text()
+def _stub(task: str, name: str) -> str:
+    return (TASKS / task / "workspace" / name).read_text()
+
+
+HOSTILE_SOLUTIONS: dict[str, tuple[str, str, str]] = {
+    "runner_patch": (BOWLING, "bowling.py", RUNNER_PATCH + _stub(BOWLING, "bowling.py")),
+    "oracle_thief": (BOWLING, "bowling.py", _stub(BOWLING, "bowling.py") + ORACLE_THIEF),
+    "always_equal": ("polyglot-py-sgf-parsing", *yes_solution(TASKS / "polyglot-py-sgf-parsing")),
+    "hidden_table": ("py-one-line-fix", "stats.py", HIDDEN_TABLE + BUGGY_MOVING_SUM),
+}
+"""(task, file, content): a solution that leaves the task unsolved and attacks the judge
+(tests/guest/verify/attacks.py): the test runner patched; the reference solution found
+through the judge's command line and run (the whole search: in the guest nothing but the
+task's own copy holds one); its objects equal to anything; the hidden tests read and
+answered from a table."""
+
+
+def _solution_script(tmp_path: Path, name: str) -> tuple[str, Path]:
+    task, filename, content = HOSTILE_SOLUTIONS[name]
     steps = [
-        {"tool": "write", "arguments": {"filePath": "bowling.py", "content": RUNNER_PATCH + stub}},
+        {"tool": "write", "arguments": {"filePath": filename, "content": content}},
         {"tool": "finish", "arguments": {}},
     ]
-    path = tmp_path / "runner_patch.json"
+    path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(steps))
-    return path
+    return task, path
 
 
-async def test_a_runner_patch_in_the_solution_fails_verification(tmp_path: Path) -> None:
-    """The unsolved bowling task with the TestCase.run patch in its solution module: the
-    split judge never imports it, the 31 hidden tests run and fail, the trial is
-    `task_incomplete` and its receipt audits valid (in the library and in `harness audit`).
-    Mutation control: the task run in process (hidden.judge = in_process) -> `accepted`
-    (shown on the host by tests/guest/verify/test_split_hostile.py::
-    test_the_runner_patch_passes_in_process)."""
-    options = _options(tmp_path / "out", BOWLING, "null")
-    trial = Trial(dataclasses.replace(options, script=_runner_patch_script(tmp_path)))
+@pytest.mark.parametrize("name", sorted(HOSTILE_SOLUTIONS))
+async def test_a_hostile_solution_fails_verification(tmp_path: Path, name: str) -> None:
+    """Each hostile solution, written by the agent and carried to the verification guest:
+    the split judge decides, the hidden tests fail, the trial is `task_incomplete` and its
+    receipt audits valid (in the library and in `harness audit`).
+    Mutation controls: the runner patch judged in process (hidden.judge = in_process) ->
+    `accepted` (on the host: tests/guest/verify/test_split_hostile.py::
+    test_the_runner_patch_passes_in_process); the other three each passed their task on
+    the code before the judge decided (tests/guest/verify/test_judge_attacks.py, run on
+    dab4f85)."""
+    task, script = _solution_script(tmp_path, name)
+    options = _options(tmp_path / "out", task, "null" if task == BOWLING else "wrong")
+    trial = Trial(dataclasses.replace(options, script=script))
     result = await trial.run()
     records = _records(result)
     assert (result.valid, result.verdict) == (True, "task_incomplete")
     verification = records.verification
     assert verification is not None
     assert (verification.result, verification.judge) == ("failed", "split")
-    assert verification.tests_expected == 31 and verification.tests_passed == 0
+    assert verification.tests_passed < verification.tests_expected
     _no_leftovers(result)
     _cli_audit_passes(result.receipt)
 
