@@ -28,7 +28,7 @@ import structlog
 
 from harness.dispatch import DispatchRefused, SuiteMembership, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
-from harness.profiles.budgets import profile_contradiction
+from harness.profiles.model import profile_contradiction
 from harness.remedies import describe, fix_command
 from harness.trial.pipeline import Trial, TrialOptions, TrialResult
 from harness.trial.progress import LiveProgress, LogProgress, ProgressSink
