@@ -26,6 +26,7 @@ from typing import Literal
 
 from host.cgroups import Cgroup
 from host.cgroups.errors import CgroupError
+from host.procfs import process_running
 from receipts.records.cleanup import CleanupRecord, CleanupStatus, Evidence, Resource
 
 
@@ -118,8 +119,6 @@ def remove_files(paths: tuple[Path, ...], resource: Resource) -> CleanupResult:
 def stop_process(pid: int, resource: Resource, deadline_s: float) -> CleanupResult:
     """SIGKILL a process that is not our child (gc's leftovers) and wait, up to
     `deadline_s`, until /proc says it no longer runs."""
-    from host.vm.process import process_running  # host.vm imports this module
-
     watch = Stopwatch()
     try:
         os.kill(pid, signal.SIGKILL)

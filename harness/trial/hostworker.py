@@ -38,9 +38,9 @@ from host.cgroups import Cgroup
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.cgroups.spawn import spawn_in_cgroup
+from host.procfs import process_running
 from host.release import CleanupResult, release_cgroup, remove_files
 from host.runtime import GuestRuntime
-from host.vm.process import process_running
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.worker import WorkerCategory
 from receipts.vocabulary import WorkerPlacement

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import libvirt
 
 from host.cgroups import CgroupError
+from host.procfs import process_running
 from host.release import CleanupResult, Stopwatch, not_acquired
 from host.vm.backend import VmSpec
 from host.vm.budgets import BudgetUnread, cpu_limit_of, memory_limit_of, pids_limit_of
@@ -37,7 +38,7 @@ from host.vm.domain import domain_xml
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm
 from host.vm.leftovers import LIBVIRT_LOG_DIR, find_processes
-from host.vm.process import process_running, sandbox_options, seccomp_mode
+from host.vm.process import sandbox_options, seccomp_mode
 from host.vm.tags import resource_name
 from host.vm.virtconn import VirtError, domain_state, open_connection
 
