@@ -245,7 +245,7 @@ class _Prepared:
 class ChatEndpoint:
     """`POST /v1/chat/completions` as an ASGI app.
 
-    Admission order (issue 14): shutdown, framing, then a queue slot is taken before a
+    Admission order: shutdown, framing, then a queue slot is taken before a
     byte of the body is read, so at most `1 + queue_depth` bodies are buffered and at
     most that many requests are parsed and compiled at once; parsing and tool
     compilation run on the `worker-prep` thread, never on the event loop (`/health`

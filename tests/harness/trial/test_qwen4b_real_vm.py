@@ -1,6 +1,6 @@
 """The headline profile at its real size: qwen4b from a full-size snapshot to a receipt.
 
-Why: issue 17's trial failed on the real size only (every request refused for memory
+Why: a qwen4b trial can fail on the real size only (every request refused for memory
 headroom); the tiny and smollm2 trials cannot show it. This runs the qwen4b pipeline on
 a synthesized full-size Qwen3-4B snapshot (benchmarks/qwen4b_snapshot.py: 8.05 GB bf16,
 3 shards, tied embeddings, the real vocabulary): `pin` and `prepare` as the CLI runs

@@ -67,8 +67,8 @@ def _no_qemu_left(trial_id: str) -> None:
 
 def _each_cleanup_receipt_is_required(receipt: Path) -> None:
     """Drop one cleanup receipt of each kind from this real receipt (re-indexed, manifest
-    recomputed): the audit refuses every one as `cleanup_missing` (issue 15: before,
-    dropping the qemu_process receipt still audited valid with the same verdict).
+    recomputed): the audit refuses every one as `cleanup_missing` (a receipt without
+    its qemu_process receipt must not audit valid with the same verdict).
     Except `trial_scratch`: no record of a trial/2 receipt says the scratch was made,
     so its receipt is not required (receipts/cleanupset.py says why; a known gap)."""
     with zipfile.ZipFile(receipt) as archive:
