@@ -42,16 +42,13 @@ class CleanupResult:
         return self.status == "confirmed"
 
     def to_record(self, index: int, released_by: Literal["trial", "gc"] = "trial") -> CleanupRecord:
-        return CleanupRecord.model_validate(
-            {
-                "schema": "harness.receipt.cleanup/1",
-                "index": index,
-                "resource": self.resource,
-                "status": self.status,
-                "evidence": self.evidence,
-                "released_by": released_by,
-                "duration_ms": self.duration_ms,
-            }
+        return CleanupRecord(
+            index=index,
+            resource=self.resource,
+            status=self.status,
+            evidence=self.evidence,
+            released_by=released_by,
+            duration_ms=self.duration_ms,
         )
 
 

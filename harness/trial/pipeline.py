@@ -513,14 +513,11 @@ class Trial:
         verified = line.files_verified if line is not None else 0
         self.evidence.put(
             "gate",
-            GateRecord.model_validate(
-                {
-                    "schema": "harness.receipt.gate/1",
-                    "category": category,
-                    "pin_table_sha256": self.runtime.pins_sha256,
-                    "files_verified": verified,
-                    "duration_ms": _ms(started),
-                }
+            GateRecord(
+                category=category,
+                pin_table_sha256=self.runtime.pins_sha256,
+                files_verified=verified,
+                duration_ms=_ms(started),
             ),
         )
         if category != "ok" or result.exit_status != 0:

@@ -24,7 +24,7 @@ from host.image.disk import build_data_disk
 from host.image.errors import ImageError
 from host.release import CleanupResult, release_cgroup, remove_dir
 from host.vm.accel import choose_accelerator
-from host.vm.backend import Vm, VmBackend, VmSpec
+from host.vm.backend import Vm, VmBackend, VmBudgets, VmSpec
 from host.vm.budgets import (
     BudgetUnread,
     cpu_limit_of,
@@ -325,7 +325,7 @@ def vm_record(
             oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
     if oom and category in ("ok", "qemu_exited", "ssh_dropped"):
         category = "oom_killed"
-    budgets = {
+    budgets: VmBudgets = {
         "memory_limit_bytes": handle.memory_limit if handle else None,
         "swap_limit_bytes": handle.swap_limit if handle else None,
         "cpu_quota_millicores": handle.cpu_quota_millicores if handle else None,
@@ -339,18 +339,15 @@ def vm_record(
         facts = None
     if facts is not None:
         return facts.to_record(category, **budgets)
-    return VmRecord.model_validate(
-        {
-            "schema": "harness.receipt.vm/1",
-            "category": category,
-            "backend": backend,
-            "accelerator": None,
-            "accelerator_reason": None,
-            "guest_memory_bytes": guest_memory_bytes or profile.memory.guest_ram,
-            "vcpus": profile.vm.vcpus,
-            "host_key_sha256": None,
-            "boot_to_ssh_ms": None,
-            "duration_ms": 0,
-            **budgets,
-        }
+    return VmRecord(
+        category=category,
+        backend=backend,
+        accelerator=None,
+        accelerator_reason=None,
+        guest_memory_bytes=guest_memory_bytes or profile.memory.guest_ram,
+        vcpus=profile.vm.vcpus,
+        host_key_sha256=None,
+        boot_to_ssh_ms=None,
+        duration_ms=0,
+        **budgets,
     )

@@ -153,14 +153,8 @@ def aggregate(
         if member.missing is not None:
             missing[member.missing] = missing.get(member.missing, 0) + 1
     return (
-        tuple(
-            VerdictCount.model_validate({"verdict": v, "count": n})
-            for v, n in sorted(verdicts.items())
-        ),
-        tuple(
-            MissingCount.model_validate({"reason": r, "count": n})
-            for r, n in sorted(missing.items())
-        ),
+        tuple(VerdictCount(verdict=v, count=n) for v, n in sorted(verdicts.items())),
+        tuple(MissingCount(reason=r, count=n) for r, n in sorted(missing.items())),
     )
 
 
