@@ -19,9 +19,10 @@ from __future__ import annotations
 from typing import cast
 
 from receipts.cleanupset import missing_cleanup
-from receipts.records.agent import AGENT_FAILURES, AgentRecord, AgentRecordV1
+from receipts.records.agent import AGENT_FAILURES, AgentRecord
 from receipts.records.base import Record
-from receipts.records.trial import STAGE_ORDER, AnyTrialRecord, Stage, Verdict, cancelled_stage
+from receipts.records.legacy import AgentRecordV1, AnyTrialRecord, cancelled_stage
+from receipts.records.trial import STAGE_ORDER, Stage, Verdict
 from receipts.recordset import RecordSet
 
 
