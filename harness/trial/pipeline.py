@@ -83,6 +83,7 @@ from host.vm.qemu import QemuBackend
 from receipts.audit import audit_bytes
 from receipts.bundle import WrittenBundle, write_bundle
 from receipts.claim import claim
+from receipts.receiptfile import receipt_path
 from receipts.records import (
     AgentTurnRecord,
     DispatchRecord,
@@ -926,7 +927,7 @@ class Trial:
         trial = records.trial
         assert isinstance(trial, TrialRecord)
         self.options.out_dir.mkdir(parents=True, exist_ok=True)
-        target = self.options.out_dir / f"trial-{self.trial_id}.zip"
+        target = receipt_path(self.options.out_dir, self.trial_id)
         written = write_bundle(records, target)
         valid = audit_bytes(target.read_bytes()).valid
         failed = trial.failed_stage
