@@ -83,6 +83,7 @@ from host.vm.qemu import QemuBackend
 from receipts.audit import audit_bytes
 from receipts.bundle import WrittenBundle, write_bundle
 from receipts.claim import claim
+from receipts.ownership import TRIAL_OWNS
 from receipts.receiptfile import receipt_path
 from receipts.records import (
     AgentTurnRecord,
@@ -410,7 +411,7 @@ class Trial:
             sha256=sha256,
             scratch=scratch,
             tag=self.tag,
-            owned=self.owned,
+            owner=self.owned.owner(self.worker.owns),
             session=self.live_session,
             guest_gone=self._vm_gone,
         )
@@ -817,7 +818,7 @@ class Trial:
         started_ms = int(time.time() * 1000)
         before = self.host_snapshot(trials_root)
         scratch = Path(tempfile.mkdtemp(prefix=f"harness-trial-{self.tag}-", dir=trials_root))
-        self.owned.register("trial_scratch", _scratch_release(scratch))
+        self.owned.owner(TRIAL_OWNS).register("trial_scratch", _scratch_release(scratch))
         sampler = MemorySampler(
             lambda: next((h.memory_dir for h in (self.verifier, self.vm) if h), None),
             lambda: memory_dir_of_pid(self.worker.memory_pid() if self.worker else None),

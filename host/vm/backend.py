@@ -17,6 +17,7 @@ from host.cgroups import Cgroup
 from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.vm.categories import Accelerator, AcceleratorReason
+from receipts.records.cleanup import Resource
 from receipts.records.vm import VmCategory, VmRecord
 from receipts.vocabulary import Backend
 
@@ -156,6 +157,11 @@ class VmBackend(Protocol):
 
     @property
     def name(self) -> Backend: ...
+
+    @property
+    def owns(self) -> tuple[Resource, ...]:
+        """What one guest of this backend owns (receipts/ownership.py)."""
+        ...
 
     def create(self, spec: VmSpec) -> Vm:
         """A VM for `spec`, nothing acquired yet (register its cleanup, then start)."""

@@ -41,6 +41,8 @@ from host.vm.leftovers import LIBVIRT_LOG_DIR, find_processes
 from host.vm.process import sandbox_options, seccomp_mode
 from host.vm.tags import resource_name
 from host.vm.virtconn import VirtError, domain_state, open_connection
+from receipts.ownership import GUEST_OWNS
+from receipts.records.cleanup import Resource
 
 GONE_DEADLINE_S = 15.0
 CPU_PERIOD_US = 100_000
@@ -255,6 +257,10 @@ class LibvirtBackend:
     @property
     def name(self) -> Literal["libvirt"]:
         return "libvirt"
+
+    @property
+    def owns(self) -> tuple[Resource, ...]:
+        return GUEST_OWNS["libvirt"]
 
     def create(self, spec: VmSpec) -> LibvirtVm:
         return LibvirtVm(spec)

@@ -21,6 +21,7 @@ from harness.trial.owned import OwnedResources
 from harness.trial.pipeline import Trial, TrialOptions
 from harness.trial.vmstage import DiskPlan, VmHandle, VmStageFailed, _boot
 from receipts.claim import claim
+from receipts.ownership import GUEST_OWNS
 from receipts.recordset import RecordSet
 from tests.receipts.builders import accepted_scripted_trial, replace, with_changes
 
@@ -69,7 +70,7 @@ def test_an_image_that_cannot_be_built_is_data_disk_failed(tmp_path: Path) -> No
                 accelerator=("tcg", "forced_by_flag"),
                 disk_plan=DiskPlan(tmp_path / "not-a-tree", None),
                 memory_mib=512,
-                owned=OwnedResources(),
+                owner=OwnedResources().owner(GUEST_OWNS["qemu"]),
             )
         )
     assert (failed.value.category, failed.value.handle) == ("data_disk_failed", handle)
