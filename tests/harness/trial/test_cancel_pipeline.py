@@ -12,7 +12,9 @@ import asyncio
 from pathlib import Path
 
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.stage import TrialState
 from host.release import CleanupResult
 from receipts.audit import audit_and_read
 from receipts.ownership import GUEST_OWNS
@@ -53,7 +55,7 @@ def _trial(tmp_path: Path) -> Trial:
     records = accepted_scripted_trial()
     reached_agent = asyncio.Event()
 
-    async def stages(scratch: Path) -> None:
+    async def stages(state: TrialState) -> None:
         for name in BEFORE_AGENT:
             trial.evidence.put(name, getattr(records, name))
         _own_the_records_resources(trial, records)
@@ -127,7 +129,7 @@ def test_a_signal_during_teardown_cancels_nothing(tmp_path: Path) -> None:
         trial.cancel("SIGTERM")
         return (CleanupResult("scratch_dir", "confirmed", "file_absent", 1),)
 
-    async def stages(scratch: Path) -> None:
+    async def stages(state: TrialState) -> None:
         for name in (*BEFORE_AGENT, "agent", "verification"):
             trial.evidence.put(name, getattr(records, name))
         _own_the_records_resources(trial, records)

@@ -17,8 +17,10 @@ from typing import Any, cast
 import pytest
 
 from harness.profiles import load_profile
+from harness.trial.context import TrialOptions
+from harness.trial.guestboot import AgentDisk
 from harness.trial.owned import OwnedResources
-from harness.trial.pipeline import Trial, TrialOptions
+from harness.trial.pipeline import Trial
 from harness.trial.vmstage import DiskPlan, VmHandle, VmStageFailed, _boot
 from receipts.claim import claim
 from receipts.ownership import GUEST_OWNS
@@ -29,13 +31,13 @@ TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
 SOLUTION = TASKS / "py-one-line-fix" / "scripts" / "solution.json"
 
 
-class _DiskFull(Trial):
+class _DiskFull(AgentDisk):
     """The host's disk fills while the read-only disk's tree is copied."""
 
     def build_runtimes(self) -> None:
         return None
 
-    def data_source(self, scratch: Path) -> Path:
+    def data_source(self) -> Path:
         raise OSError(errno.ENOSPC, "No space left on device")
 
 
@@ -49,7 +51,8 @@ def test_a_tree_that_cannot_be_copied_is_data_disk_failed(tmp_path: Path) -> Non
         cache=tmp_path / "cache",
     )
     with pytest.raises(VmStageFailed) as failed:
-        asyncio.run(_DiskFull(options).disk_plan(tmp_path, "tcg"))
+        trial = Trial(options)
+        asyncio.run(_DiskFull(trial.context, tmp_path, trial.prepared).plan("tcg"))
     assert failed.value.category == "data_disk_failed"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import zipfile
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -21,10 +22,14 @@ import pytest
 from guest.task import task_digest
 from harness.cli import main
 from harness.profiles import Profile, load_profile
+from harness.trial.context import TrialOptions
+from harness.trial.evidence import StageFailed
 from harness.trial.guestdisk import parse_probe, probe_disk
+from harness.trial.guestrun import agent_stage, stop_worker
+from harness.trial.guests import Guest
 from harness.trial.hostworker import HostWorker, HostWorkerProcess
-from harness.trial.pipeline import StageFailed, Trial, TrialOptions, TrialResult
-from harness.trial.vmstage import VmHandle
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.verification import judge
 from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.ssh.errors import SshError
@@ -189,10 +194,10 @@ def test_an_exception_inside_a_stage_still_writes_a_valid_receipt(
     """The real pipeline up to the image stage (preflight, source binding, host state),
     with a defect injected there: closed verdict, valid receipt, exit 3."""
 
-    def defect(self: Trial) -> Any:
+    def defect(*_args: Any) -> Any:
         raise RuntimeError("injected harness defect")
 
-    monkeypatch.setattr(Trial, "stage_image", defect)
+    monkeypatch.setattr("harness.trial.stages.image_stage", defect)
     argv = [
         "trial",
         "--profile",
@@ -271,26 +276,49 @@ class _FakeVm:
         return len(data)
 
 
-class _GuestWrote(Trial):
-    """A trial whose guest commands all exit 0 and whose guest files are given bytes."""
+class _GuestWrote(Guest):
+    """A guest whose commands all exit 0 and whose files are given bytes."""
 
-    def __init__(self, options: TrialOptions, files: dict[str, bytes | None]) -> None:
-        super().__init__(options)
-        self.vm = cast(Any, SimpleNamespace(vm=_FakeVm(files)))
-        self.runtime = cast(Any, SimpleNamespace(pins_sha256="c" * 64))
-        self.model = cast(Any, SimpleNamespace(record=SimpleNamespace(gguf_sha256="a" * 64)))
+    def __init__(self, files: dict[str, bytes | None]) -> None:
+        super().__init__()
+        self.handle = cast(Any, SimpleNamespace(vm=_FakeVm(files)))
 
-    async def run_in_guest(
-        self,
-        command: str,
-        deadline_s: float,
-        stdin: bytes | None = None,
-        handle: VmHandle | None = None,
+    async def run(
+        self, command: str, deadline_s: float, stdin: bytes | None = None
     ) -> CommandResult:
         return ended(0, b"")
 
 
-def _run_stage(trial: Trial, stage: Any) -> bool:
+RUNTIME = cast(Any, SimpleNamespace(pins_sha256="c" * 64))
+MODEL = cast(Any, SimpleNamespace(record=SimpleNamespace(gguf_sha256="a" * 64)))
+
+
+def _in_guest(tmp_path: Path, guest: Guest) -> Trial:
+    """A model-driven trial whose agent guest is `guest`."""
+    trial = Trial(_options(tmp_path))
+    trial.guests.agent = guest
+    return trial
+
+
+def _agent_stage(trial: Trial) -> Callable[[], Coroutine[Any, Any, None]]:
+    """The real agent stage, in the trial's agent guest."""
+    return lambda: agent_stage(
+        context=trial.context,
+        runtime=RUNTIME,
+        worker=trial.prepared.worker,
+        model=MODEL,
+        guest=trial.guests.agent,
+        evidence=trial.evidence,
+    )
+
+
+def _judge(trial: Trial, carried_sha256: str) -> Callable[[], Coroutine[Any, Any, None]]:
+    """The real judging of the verifier's record; the trial's agent guest stands in for
+    the verification guest."""
+    return lambda: judge(trial.context, RUNTIME, trial.guests.agent, carried_sha256, trial.evidence)
+
+
+def _run_stage(stage: Callable[[], Coroutine[Any, Any, None]]) -> bool:
     """Run one stage; whether it ended the trial (StageFailed)."""
     try:
         asyncio.run(stage())
@@ -312,8 +340,8 @@ def _options(tmp_path: Path) -> TrialOptions:
 def test_the_agent_file_as_written_is_kept(tmp_path: Path) -> None:
     """The positive control for the refusals below: same fake guest, intact file."""
     records = accepted_model_trial()
-    trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": agent_file(records)})
-    assert not _run_stage(trial, trial.stage_agent)
+    trial = _in_guest(tmp_path, _GuestWrote({"/work/agent.json": agent_file(records)}))
+    assert not _run_stage(_agent_stage(trial))
     assert trial.evidence.collected().agent == records.agent
     assert trial.evidence.turns == records.agent_turns
 
@@ -337,8 +365,8 @@ def test_an_agent_file_that_does_not_read_fails_the_agent_stage(
         "truncated": good[:-1],
         "too_large": None,
     }[damage]
-    trial = _GuestWrote(_options(tmp_path), {"/work/agent.json": data})
-    assert _run_stage(trial, trial.stage_agent)
+    trial = _in_guest(tmp_path, _GuestWrote({"/work/agent.json": data}))
+    assert _run_stage(_agent_stage(trial))
     agent = trial.evidence.collected().agent
     assert agent is not None
     assert (agent.category, agent.turns, agent.policy) == ("records_invalid", 0, "model")
@@ -370,8 +398,8 @@ def test_a_verification_file_that_does_not_read_fails_verification(
         "empty": b"",
         "not_the_record": records.worker_requests[0].canonical_bytes(),
     }[damage]
-    trial = _GuestWrote(_options(tmp_path), {"/work/verification.json": data})
-    assert _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
+    trial = _in_guest(tmp_path, _GuestWrote({"/work/verification.json": data}))
+    assert _run_stage(_judge(trial, VERIFIED_TREE))
     verification = trial.evidence.collected().verification
     assert verification is not None
     assert verification.category == "records_invalid" and verification.result == "failed"
@@ -394,11 +422,11 @@ def test_host_worker_records_that_do_not_read_fail_the_worker_stage(tmp_path: Pa
             raise OSError("no cgroup in this test")
 
     trial = _trial(tmp_path, scripted=False)
-    trial.worker = HostWorker()
-    trial.worker.process = HostWorkerProcess(
+    trial.prepared.worker = host_worker = HostWorker()
+    host_worker.process = HostWorkerProcess(
         None, 0, cast(Any, _Unreadable()), tmp_path / "api.sock", path, "a" * 64, 1, 0.0
     )
-    asyncio.run(trial.stop_worker())
+    asyncio.run(stop_worker(host_worker, trial.owned, trial.evidence))
     worker = trial.evidence.collected().worker
     assert worker is not None
     assert (worker.category, worker.requests) == ("records_invalid", 0)
@@ -424,22 +452,16 @@ ENDS: dict[str, CommandResult | SshError] = {
 
 
 class _GuestEnded(_GuestWrote):
-    """A trial whose gated guest command (`guest.agent` / `guest.verify`) ends as given;
-    every other guest command exits 0. The guest's files are still served, so a record
-    the command may have left behind is there to be (wrongly) read."""
+    """A guest whose gated command (`guest.agent` / `guest.verify`) ends as given; every
+    other command exits 0. The guest's files are still served, so a record the command
+    may have left behind is there to be (wrongly) read."""
 
-    def __init__(
-        self, options: TrialOptions, end: CommandResult | SshError, files: dict[str, bytes | None]
-    ) -> None:
-        super().__init__(options, files)
+    def __init__(self, end: CommandResult | SshError, files: dict[str, bytes | None]) -> None:
+        super().__init__(files)
         self.end = end
 
-    async def run_in_guest(
-        self,
-        command: str,
-        deadline_s: float,
-        stdin: bytes | None = None,
-        handle: VmHandle | None = None,
+    async def run(
+        self, command: str, deadline_s: float, stdin: bytes | None = None
     ) -> CommandResult:
         if "guest.agent" not in command and "guest.verify" not in command:
             return ended(0, b"")
@@ -467,8 +489,9 @@ def test_an_agent_command_that_ends_without_a_record_is_named(
     is read, or StageFailed is not raised); `deadline_exceeded` without its handler raises
     SshError."""
     records = accepted_model_trial()
-    trial = _GuestEnded(_options(tmp_path), ENDS[end], {"/work/agent.json": agent_file(records)})
-    assert _run_stage(trial, trial.stage_agent)
+    guest = _GuestEnded(ENDS[end], {"/work/agent.json": agent_file(records)})
+    trial = _in_guest(tmp_path, guest)
+    assert _run_stage(_agent_stage(trial))
     agent = trial.evidence.collected().agent
     assert agent is not None
     assert (agent.category, agent.turns, agent.tool_calls, agent.policy) == (end, 0, 0, "model")
@@ -494,12 +517,11 @@ def test_a_verify_command_that_ends_without_a_record_is_named(
     A passing verification.json left on the guest is not read."""
     records = accepted_model_trial()
     assert records.verification is not None
-    trial = _GuestEnded(
-        _options(tmp_path),
-        ENDS[end],
-        {"/work/verification.json": records.verification.canonical_bytes()},
+    guest = _GuestEnded(
+        ENDS[end], {"/work/verification.json": records.verification.canonical_bytes()}
     )
-    assert _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
+    trial = _in_guest(tmp_path, guest)
+    assert _run_stage(_judge(trial, VERIFIED_TREE))
     verification = trial.evidence.collected().verification
     assert verification is not None
     assert (verification.category, verification.result) == (end, "failed")
@@ -519,14 +541,15 @@ def test_a_deadline_after_qemu_exited_is_left_to_the_vm(tmp_path: Path) -> None:
     error goes on to the pipeline, which names the VM (`qemu_exited`), and no agent record
     is kept. Mutation control: without the `_vm_gone()` check the stage records
     `deadline_exceeded` instead."""
-    trial = _GuestEnded(_options(tmp_path), SshError("command_timeout"), {})
+    guest = _GuestEnded(SshError("command_timeout"), {})
 
-    async def gone(handle: VmHandle | None = None) -> bool:
+    async def gone() -> bool:
         return True
 
-    trial._vm_gone = gone  # type: ignore[method-assign]
+    guest.gone = gone  # type: ignore[method-assign]
+    trial = _in_guest(tmp_path, guest)
     with pytest.raises(SshError):
-        asyncio.run(trial.stage_agent())
+        asyncio.run(_agent_stage(trial)())
     assert trial.evidence.collected().agent is None
 
 
@@ -543,8 +566,8 @@ def test_a_verification_of_the_carried_workspace_is_kept(tmp_path: Path) -> None
     verification = _of_this_task(accepted_model_trial())
     assert verification.workspace_sha256 == VERIFIED_TREE
     written: dict[str, bytes | None] = {"/work/verification.json": verification.canonical_bytes()}
-    trial = _GuestWrote(_options(tmp_path), written)
-    assert not _run_stage(trial, lambda: trial.judge_verification(None, VERIFIED_TREE))
+    trial = _in_guest(tmp_path, _GuestWrote(written))
+    assert not _run_stage(_judge(trial, VERIFIED_TREE))
     assert trial.evidence.collected().verification == verification
 
 
@@ -552,12 +575,12 @@ def test_a_verification_of_another_workspace_is_not_a_pass(tmp_path: Path) -> No
     """A passing record about other bytes than the host carried (a verifier that was fed,
     or claims, another tree) is `workspace_mismatch`, failed, and the receipt audits as
     failed_verification. Mutation control: without the digest comparison in
-    judge_verification the passing record is kept."""
+    judge the passing record is kept."""
     records = accepted_model_trial()
     expected = _of_this_task(records)
     written: dict[str, bytes | None] = {"/work/verification.json": expected.canonical_bytes()}
-    trial = _GuestWrote(_options(tmp_path), written)
-    assert _run_stage(trial, lambda: trial.judge_verification(None, "2" * 64))
+    trial = _in_guest(tmp_path, _GuestWrote(written))
+    assert _run_stage(_judge(trial, "2" * 64))
     verification = trial.evidence.collected().verification
     assert verification is not None
     assert (verification.category, verification.result) == ("workspace_mismatch", "failed")

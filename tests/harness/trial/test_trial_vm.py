@@ -8,16 +8,20 @@ import signal
 import subprocess
 import sys
 import zipfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.stage import TrialState
 from host.vm.qemu import QemuVm
 from receipts.audit import audit_and_read, audit_bytes
 from receipts.canonical import canonical
+from tests.harness.trial.stagetable import before
 from tests.receipts import tamper
 
 pytestmark = pytest.mark.integration
@@ -109,31 +113,28 @@ async def test_scripted_wrong_edit_is_task_incomplete(tmp_path: Path) -> None:
     _no_leftovers(result)
 
 
-class QemuKilledBeforeAgent(Trial):
-    async def stage_agent(self) -> None:
-        assert self.vm is not None and isinstance(self.vm.vm, QemuVm)
-        assert self.vm.vm.process is not None
-        os.kill(self.vm.vm.process.pid, signal.SIGKILL)
-        await super().stage_agent()
+async def qemu_killed_before_agent(state: TrialState) -> None:
+    handle = state.guests.agent.handle
+    assert handle is not None and isinstance(handle.vm, QemuVm)
+    assert handle.vm.process is not None
+    os.kill(handle.vm.process.pid, signal.SIGKILL)
 
 
-class SshdKilledBeforeAgent(Trial):
+async def sshd_killed_before_agent(state: TrialState) -> None:
     """sshd runs as the guest's PID 1: killing it panics the guest and -no-reboot ends
     QEMU, so this fault is (truthfully) qemu_exited; ssh_dropped has no deterministic test."""
-
-    async def stage_agent(self) -> None:
-        await self.run_in_guest("pkill -KILL sshd || true", 30.0)
-        await super().stage_agent()
+    await state.guests.agent.run("pkill -KILL sshd || true", 30.0)
 
 
 @pytest.mark.parametrize(
-    ("trial", "category"),
-    [(QemuKilledBeforeAgent, "qemu_exited"), (SshdKilledBeforeAgent, "qemu_exited")],
+    ("fault", "category"),
+    [(qemu_killed_before_agent, "qemu_exited"), (sshd_killed_before_agent, "qemu_exited")],
 )
 async def test_injected_faults_are_named_and_cleaned_up(
-    tmp_path: Path, trial: type[Trial], category: str
+    tmp_path: Path, fault: Callable[[TrialState], Awaitable[None]], category: str
 ) -> None:
-    result = await trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    options = _options(tmp_path, "py-one-line-fix", "solution")
+    result = await Trial(options, stages=before("agent", fault)).run()
     assert result.valid
     assert result.verdict == "failed_vm"
     records = _records(result)
