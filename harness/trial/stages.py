@@ -86,15 +86,7 @@ async def _stop_worker(s: TrialState) -> None:
 
 
 async def _verification(s: TrialState) -> None:
-    await Verification(
-        context=s.context,
-        scratch=s.scratch,
-        owned=s.owned,
-        runtime=s.prepared.runtime,
-        image=s.prepared.image,
-        guests=s.guests,
-        evidence=s.evidence,
-    ).run()
+    await Verification.of(s).run()
 
 
 def _provisioning(s: TrialState) -> float:

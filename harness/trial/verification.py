@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Self
 
 from guest.task import load_task, task_digest
 from harness.trial.carry import CarryRefused, tar_command, unpack_workspace
@@ -28,6 +29,7 @@ from harness.trial.guestrecords import (
 from harness.trial.guestrun import WORK
 from harness.trial.guests import Guest, Guests
 from harness.trial.owned import OwnedResources
+from harness.trial.stage import TrialState
 from harness.trial.vmstage import VmStageFailed, start_verifier_vm, vm_record
 from host.cancel import in_thread
 from host.image.build import GuestImage
@@ -62,6 +64,19 @@ class Verification:
         self.image = image
         self.guests = guests
         self.evidence = evidence
+
+    @classmethod
+    def of(cls, state: TrialState) -> Self:
+        """The stage over the trial's state: what of it verification may touch."""
+        return cls(
+            context=state.context,
+            scratch=state.scratch,
+            owned=state.owned,
+            runtime=state.prepared.runtime,
+            image=state.prepared.image,
+            guests=state.guests,
+            evidence=state.evidence,
+        )
 
     def _unread(self, reading: VerifierHostReading) -> None:
         self.evidence.put("verification", unread_verification_record(reading))

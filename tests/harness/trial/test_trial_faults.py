@@ -155,15 +155,7 @@ class VerifiesAnotherTask(Verification):
 
 
 async def _verify_another_task(state: TrialState, _run: StageAction) -> None:
-    await VerifiesAnotherTask(
-        context=state.context,
-        scratch=state.scratch,
-        owned=state.owned,
-        runtime=state.prepared.runtime,
-        image=state.prepared.image,
-        guests=state.guests,
-        evidence=state.evidence,
-    ).run()
+    await VerifiesAnotherTask.of(state).run()
 
 
 async def test_verification_of_another_task_is_runner_error(tmp_path: Path) -> None:
