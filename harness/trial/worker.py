@@ -3,9 +3,9 @@
 Why a strategy: the worker runs on the host beside the VM (hostworker.py) or inside the
 guest (guestworker.py), and the two differ in everything the trial touches: what goes on
 the read-only disk, the URL the agent is given, how long it may take to be ready, how it
-is started, stopped and proven gone. Before this seam the pipeline asked "which
-placement?" at each of those points; now it holds a `Worker` and asks it, and the
-channel each placement has is stated once (receipts/vocabulary.py `channel_for`), the
+is started, stopped and proven gone. The trial holds a `Worker` and asks it at each of
+those points, rather than asking "which placement?" there, and the channel each
+placement has is stated once (receipts/vocabulary.py `channel_for`), the
 same mapping the audit requires.
 
 Also here: what both placements share (the `serve` arguments, the ready line, the

@@ -1,9 +1,9 @@
 """A read-only disk that cannot be written on the host is the VM stage's own closed
 category (`data_disk_failed`), and the trial's receipt says so and audits valid.
 
-Before: an OSError while copying the disk's tree was recorded as `qemu_start_failed`
-(QEMU never ran), and an ImageError from building its ext4 image escaped the stage as
-a defect of the harness (`failed_internal`, exit 4). No VM: both failures happen on
+Neither is `qemu_start_failed` (QEMU never ran) nor a defect of the harness
+(`failed_internal`, exit 4): an OSError while copying the disk's tree and an ImageError
+from building its ext4 image are both this category. No VM: both failures happen on
 the host before QEMU would start.
 """
 

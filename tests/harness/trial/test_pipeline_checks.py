@@ -248,10 +248,10 @@ def test_the_agent_file_as_written_is_kept(tmp_path: Path) -> None:
 def test_an_agent_file_that_does_not_read_fails_the_agent_stage(
     tmp_path: Path, damage: str
 ) -> None:
-    """Before: json.loads took the duplicate (the last `agent` wins), and the other three
-    raised out of the stage, so the trial ended `failed_internal` (our defect) or as a lost
-    SSH connection. Now the agent stage fails as `records_invalid`, nothing of the file is
-    kept, and the receipt audits. Mutation controls: the stage without its
+    """json.loads would take the duplicate (the last `agent` wins), and the other three
+    would raise out of the stage, ending the trial `failed_internal` (our defect) or as a
+    lost SSH connection. The agent stage fails as `records_invalid`, nothing of the file
+    is kept, and the receipt audits. Mutation controls: the stage without its
     GuestOutputInvalid handler, or `records_invalid` outside AGENT_FAILURES, fails this."""
     records = accepted_model_trial()
     assert records.agent is not None
@@ -280,8 +280,8 @@ def test_an_agent_file_that_does_not_read_fails_the_agent_stage(
 
 
 def test_host_worker_records_that_do_not_read_fail_the_worker_stage(tmp_path: Path) -> None:
-    """The host worker's records file with a truncated last line: before, a ValidationError
-    out of stop_worker (failed_internal at the worker stage); now `records_invalid`."""
+    """The host worker's records file with a truncated last line is `records_invalid`, not
+    a ValidationError out of stop_worker (failed_internal at the worker stage)."""
     records = accepted_model_trial()
     lines = b"".join(r.canonical_bytes() + b"\n" for r in records.worker_requests)
     path = tmp_path / "worker-records.jsonl"
@@ -314,14 +314,13 @@ def test_host_worker_records_that_do_not_read_fail_the_worker_stage(tmp_path: Pa
 def test_an_agent_command_that_ends_without_a_record_is_named(
     tmp_path: Path, end: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Before: StageFailed with no agent record, so the verdict was evidence_incomplete and
-    the receipt did not audit (record_missing, CLI exit 4). Now the agent stage's record is
-    the host's reading of how the command ended, counts 0, and the receipt audits (exit 0)
-    as failed_agent with every cleanup receipt confirmed. A complete agent.json left on the
-    guest is not read (a refused gate's exit is not the agent's). Mutation controls: the
-    stage without its `failure is not None` branch fails every case (the left-behind file
-    is read, or StageFailed is not raised); `deadline_exceeded` without its handler raises
-    SshError."""
+    """The agent stage's record is the host's reading of how the command ended, counts 0,
+    and the receipt audits (exit 0) as failed_agent with every cleanup receipt confirmed
+    (without that record: evidence_incomplete, record_missing, CLI exit 4). A complete
+    agent.json left on the guest is not read (a refused gate's exit is not the agent's).
+    Mutation controls: the stage without its `failure is not None` branch fails every
+    case (the left-behind file is read, or StageFailed is not raised); `deadline_exceeded`
+    without its handler raises SshError."""
     records = accepted_model_trial()
     guest = GuestEnded(ENDS[end], {"/work/agent.json": agent_file(records)})
     trial = in_guest(tmp_path, guest)

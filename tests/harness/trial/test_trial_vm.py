@@ -146,8 +146,8 @@ async def test_injected_faults_are_named_and_cleaned_up(
 async def test_an_agent_that_crashes_in_the_guest_is_named(tmp_path: Path) -> None:
     """A script that is no list of steps: the real guest.agent raises ScriptError before its
     loop starts and exits 1 without writing agent.json (the host does not read a script's
-    content). Before, the agent stage ended with no record and the receipt did not audit
-    (record_missing); now the agent record is the host's `exited_nonzero` reading."""
+    content). The agent record is then the host's `exited_nonzero` reading, and the
+    receipt audits (without it: no agent record, record_missing)."""
     script = tmp_path / "not-a-list.json"
     script.write_text('{"tool": "finish"}', encoding="utf-8")
     options = _options(tmp_path, "py-one-line-fix", "solution")

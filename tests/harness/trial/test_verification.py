@@ -41,9 +41,9 @@ def _judge(trial: Trial, carried_sha256: str) -> Callable[[], Coroutine[Any, Any
 def test_a_verification_file_that_does_not_read_fails_verification(
     tmp_path: Path, damage: str
 ) -> None:
-    """A failed run with a second `"result":"passed"` appended would have passed under
-    json.loads; the others would have crashed the trial. Now: `records_invalid`, no
-    digest, `failed_verification`, a receipt that audits."""
+    """A failed run with a second `"result":"passed"` appended would pass under json.loads;
+    the others would crash the trial. Each is `records_invalid`, no digest,
+    `failed_verification`, a receipt that audits."""
     records = accepted_model_trial()
     assert records.verification is not None
     failed = records.verification.model_copy(
@@ -69,7 +69,7 @@ def test_a_verification_file_that_does_not_read_fails_verification(
 def test_a_verify_command_that_ends_without_a_record_is_named(
     tmp_path: Path, end: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """As for the agent: before, no verification record and an invalid receipt; now the
+    """As for the agent: not a missing verification record and an invalid receipt, but the
     host's reading, result failed, no digests, failed_verification, a receipt that audits.
     A passing verification.json left on the guest is not read."""
     records = accepted_model_trial()
