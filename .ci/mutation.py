@@ -1,4 +1,4 @@
-"""Mutation testing of the safety modules with cosmic-ray (issue 15). Run by .ci/mutation.
+"""Mutation testing of the safety modules with cosmic-ray. Run by .ci/mutation.
 
 Why a scratch copy: cosmic-ray mutates source files on disk, and several tests read the
 file itself (the runtime gate is run from its source text in a subprocess), so an
@@ -92,7 +92,7 @@ SCOPES: dict[str, Scope] = {
             "tests/receipts/test_audit_fuzz.py",
         ),
     ),
-    # The audit's claim checks and closed vocabulary (merged with seams, issue 18): its
+    # The audit's claim checks and closed vocabulary: its
     # own scope, run with the audit's tests, so the audit row above stays comparable.
     "receipts/claim": Scope(
         ("receipts/claim.py", "receipts/vocabulary.py"),

@@ -36,7 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 def one_trial(task: str) -> dict[str, Any]:
     """Run one trial in this process and measure it (called in a child process)."""
     from harness.profiles import load_profile
-    from harness.trial.pipeline import Trial, TrialOptions
+    from harness.trial.context import TrialOptions
+    from harness.trial.pipeline import Trial
     from harness.trial.progress import StageTimer
 
     script = REPO / "profiles" / "tasks" / task / "scripts" / "solution.json"

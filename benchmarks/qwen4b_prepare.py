@@ -2,7 +2,7 @@
 
 Not a timed test: run by hand (the command is in docs/model-conversion.md). Why side by
 side, in one run: a time means nothing without this machine's floor next to it, measured
-on the same bytes under the same load. Issue 17's goal is checked at full size:
+on the same bytes under the same load. The goal is checked at full size:
 ``pin + prepare <= 1.3 x the durable floor``, faster than llama.cpp's official
 converter, and peak RSS <= the largest tensor + 256 MiB.
 

@@ -14,7 +14,6 @@ stays `present`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import os
 import secrets
@@ -30,6 +29,7 @@ from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.image.manifest import INITRAMFS_NAME, VMLINUX_NAME
 from host.image.show import list_entries
+from host.release import release_cgroup
 from host.vm.accel import KVM_DEVICE, choose_accelerator, kvm_device_state
 from receipts.kernelfacts import mem_available
 
@@ -95,9 +95,7 @@ def _kvm(images: Path, device: Path = KVM_DEVICE, deadline_s: float = 15.0) -> C
                 )
             )
     finally:
-        with contextlib.suppress(CgroupError, OSError):
-            cgroup.kill_members()
-            cgroup.remove()
+        release_cgroup(cgroup)  # never raises; the check's answer is the probe's
     return "usable" if choice.accelerator == "kvm" else "unusable"
 
 
@@ -114,12 +112,10 @@ def _cgroups() -> CheckState:
 def _cgroups_writable() -> CheckState:
     name = f"doctor-{os.getpid()}"
     try:
-        hierarchy = detect()
-        group = hierarchy.create(name)
-        group.remove()
+        group = detect().create(name)
     except (CgroupError, OSError):
         return "unread"
-    return "ok"
+    return "ok" if release_cgroup(group).confirmed else "unread"
 
 
 def _test_runners() -> CheckState:

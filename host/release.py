@@ -26,6 +26,7 @@ from typing import Literal
 
 from host.cgroups import Cgroup
 from host.cgroups.errors import CgroupError
+from host.procfs import process_running
 from receipts.records.cleanup import CleanupRecord, CleanupStatus, Evidence, Resource
 
 
@@ -41,16 +42,13 @@ class CleanupResult:
         return self.status == "confirmed"
 
     def to_record(self, index: int, released_by: Literal["trial", "gc"] = "trial") -> CleanupRecord:
-        return CleanupRecord.model_validate(
-            {
-                "schema": "harness.receipt.cleanup/1",
-                "index": index,
-                "resource": self.resource,
-                "status": self.status,
-                "evidence": self.evidence,
-                "released_by": released_by,
-                "duration_ms": self.duration_ms,
-            }
+        return CleanupRecord(
+            index=index,
+            resource=self.resource,
+            status=self.status,
+            evidence=self.evidence,
+            released_by=released_by,
+            duration_ms=self.duration_ms,
         )
 
 
@@ -118,8 +116,6 @@ def remove_files(paths: tuple[Path, ...], resource: Resource) -> CleanupResult:
 def stop_process(pid: int, resource: Resource, deadline_s: float) -> CleanupResult:
     """SIGKILL a process that is not our child (gc's leftovers) and wait, up to
     `deadline_s`, until /proc says it no longer runs."""
-    from host.vm.process import process_running  # host.vm imports this module
-
     watch = Stopwatch()
     try:
         os.kill(pid, signal.SIGKILL)

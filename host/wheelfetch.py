@@ -15,7 +15,7 @@ from pathlib import Path
 from host import cancel
 
 FETCH_DEADLINE_S = 1800.0
-"""pip fetching a few wheels; far longer means a hung index (it used to have no bound)."""
+"""pip fetching a few wheels; far longer means a hung index (without a bound it waits forever)."""
 
 
 class WheelFetchFailed(RuntimeError):

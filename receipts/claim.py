@@ -12,15 +12,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-from receipts.records import (
-    AgentTurnRecord,
-    ToolCallRecord,
+from receipts.records import AgentTurnRecord, ToolCallRecord, TrialRecord, WorkerRequestRecord
+from receipts.records.legacy import (
+    AnyTrialRecord,
     ToolCallRecordV1,
-    TrialRecord,
-    WorkerRequestRecord,
     WorkerRequestRecordV1,
+    cancelled_stage,
 )
-from receipts.records.trial import STAGE_ORDER, AnyTrialRecord, Stage, cancelled_stage
+from receipts.records.trial import STAGE_ORDER, Stage
 from receipts.recordset import RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
 

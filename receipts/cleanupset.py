@@ -1,18 +1,17 @@
 """Which cleanup receipts a trial's records say it must have.
 
-Why: the verdict needs every owned resource released (docs/engineering.md §10), but a receipt
-that simply lacks a resource's cleanup receipt said nothing false in the ones it kept:
-dropping the `qemu_process` receipt, or keeping 1 of 10, used to audit valid with the
-same verdict. The stage records say what was acquired, so the receipts that must exist
-follow from them:
+Why: the verdict needs every owned resource released (docs/engineering.md §10), but a
+receipt that simply lacks a resource's cleanup receipt says nothing false in the ones it
+keeps: without this rule, dropping the `qemu_process` receipt, or keeping 1 of 10, would
+audit valid with the same verdict. The stage records say which owners acquired their
+resources, and receipts/ownership.py what each owner owns, so the receipts that must
+exist follow from them:
 
 - a guest (`vm.json`, `verifier_vm.json`) whose host key is recorded got that far in
-  its start: its cgroup, data disk, scratch directory, keys, overlay and port were
-  taken, and a QEMU (or a libvirt domain) was created; each is released with a receipt
-  (`not_acquired` when creation failed after all);
-- a worker that ended `ok` was started: its process, and on the host also its cgroup
-  and socket.
-
+  its start: everything its backend declares was taken (a QEMU, or a libvirt domain,
+  was created); each is released with a receipt (`not_acquired` when creation failed
+  after all);
+- a worker that ended `ok` was started: everything its placement declares;
 - a `trial/3` trial made its own scratch directory (its first act) and its writer
   releases it with a `trial_scratch` receipt. A `trial/2` receipt may predate that
   receipt, so nothing is required of it (receipts/records/trial.py). The resource has
@@ -28,37 +27,24 @@ from __future__ import annotations
 from collections import Counter
 from typing import get_args
 
+from receipts.ownership import GUEST_OWNS, TRIAL_OWNS, WORKER_OWNS
 from receipts.records.cleanup import Resource
 from receipts.records.trial import TrialRecord
 from receipts.recordset import RecordSet
-
-GUEST_RESOURCES: tuple[Resource, ...] = (
-    "cgroup",
-    "data_disk",
-    "qemu_process",
-    "forwarded_port",
-    "overlay_disk",
-    "ssh_keys",
-    "scratch_dir",
-)
-HOST_WORKER_RESOURCES: tuple[Resource, ...] = ("cgroup", "worker_process", "worker_socket")
-GUEST_WORKER_RESOURCES: tuple[Resource, ...] = ("worker_process",)
 
 
 def required_cleanup(records: RecordSet) -> Counter[Resource]:
     """How many cleanup receipts of each resource kind the records require."""
     need: Counter[Resource] = Counter()
     if isinstance(records.trial, TrialRecord):  # /3: the version promises the receipt
-        need["trial_scratch"] += 1
+        need.update(TRIAL_OWNS)
     for guest in (records.vm, records.verifier_vm):
         if guest is None or guest.host_key_sha256 is None:
             continue
-        need.update(GUEST_RESOURCES)
-        if guest.backend == "libvirt":
-            need["libvirt_domain"] += 1
+        need.update(GUEST_OWNS[guest.backend])
     worker = records.worker
     if worker is not None and worker.category == "ok":
-        need.update(HOST_WORKER_RESOURCES if worker.placement == "host" else GUEST_WORKER_RESOURCES)
+        need.update(WORKER_OWNS["host" if worker.placement == "host" else "guest"])
     return need
 
 

@@ -12,48 +12,46 @@ from dataclasses import dataclass, field, fields
 from typing import Final
 
 from receipts.records import (
-    AgentRecord,
-    AgentRecordV1,
     AgentTurnRecord,
     CleanupRecord,
-    DispatchRecord,
-    DispatchRecordV1,
     GateRecord,
-    HostStateRecord,
-    HostStateRecordV1,
-    HostStateRecordV2,
     ImageRecord,
-    MemoryRecord,
-    MemoryRecordV1,
     ModelRecord,
     PreflightRecord,
     Record,
     SourceRecord,
-    ToolCallRecord,
-    ToolCallRecordV1,
-    TrialRecord,
-    TrialRecordV1,
-    TrialRecordV2,
-    VerificationRecord,
-    VerificationRecordV1,
-    VerificationRecordV2,
     VerifierVmRecord,
     VmRecord,
     WorkerRecord,
-    WorkerRequestRecord,
-    WorkerRequestRecordV1,
 )
-from receipts.records.trial import Stage
+from receipts.records.agent import AgentRecord, ToolCallRecord
+from receipts.records.dispatch import DispatchRecord
+from receipts.records.hoststate import HostStateRecord
+from receipts.records.legacy import (
+    LEGACY,
+    AnyAgentRecord,
+    AnyDispatchRecord,
+    AnyHostStateRecord,
+    AnyMemoryRecord,
+    AnyToolCallRecord,
+    AnyTrialRecord,
+    AnyVerificationRecord,
+    AnyWorkerRequestRecord,
+)
+from receipts.records.memory import MemoryRecord
+from receipts.records.trial import Stage, TrialRecord
+from receipts.records.verification import VerificationRecord
+from receipts.records.worker import WorkerRequestRecord
 
 
 @dataclass(frozen=True)
 class RecordSet:
     """All records of one trial. Singletons are None when absent; sequences are in index order."""
 
-    trial: TrialRecord | TrialRecordV2 | TrialRecordV1 | None = None
+    trial: AnyTrialRecord | None = None
     preflight: PreflightRecord | None = None
     source: SourceRecord | None = None
-    dispatch: DispatchRecord | DispatchRecordV1 | None = None
+    dispatch: AnyDispatchRecord | None = None
     model: ModelRecord | None = None
     image: ImageRecord | None = None
     vm: VmRecord | None = None
@@ -62,13 +60,13 @@ class RecordSet:
     that verified inside the agent's guest)."""
     gate: GateRecord | None = None
     worker: WorkerRecord | None = None
-    agent: AgentRecord | AgentRecordV1 | None = None
-    verification: VerificationRecord | VerificationRecordV2 | VerificationRecordV1 | None = None
-    hoststate: HostStateRecord | HostStateRecordV2 | HostStateRecordV1 | None = None
-    memory: MemoryRecord | MemoryRecordV1 | None = None
-    worker_requests: tuple[WorkerRequestRecord | WorkerRequestRecordV1, ...] = field(default=())
+    agent: AnyAgentRecord | None = None
+    verification: AnyVerificationRecord | None = None
+    hoststate: AnyHostStateRecord | None = None
+    memory: AnyMemoryRecord | None = None
+    worker_requests: tuple[AnyWorkerRequestRecord, ...] = field(default=())
     agent_turns: tuple[AgentTurnRecord, ...] = field(default=())
-    tool_calls: tuple[ToolCallRecord | ToolCallRecordV1, ...] = field(default=())
+    tool_calls: tuple[AnyToolCallRecord, ...] = field(default=())
     cleanup: tuple[CleanupRecord, ...] = field(default=())
 
     def stage_record(self, stage: Stage) -> Record | None:
@@ -82,8 +80,9 @@ class Kind:
     """One record kind: the RecordSet attribute it lives in, its model, its naming.
 
     `model` is the version the harness writes. `legacy` are older versions of the same
-    entry that the audit still reads, so that a receipt written by an older harness stays
-    auditable; the bundle writer refuses them, so no new receipt carries one.
+    entry that the audit still reads (receipts/records/legacy.py), so that a receipt
+    written by an older harness stays auditable; the bundle writer refuses them, so no
+    new receipt carries one.
     """
 
     name: str
@@ -110,38 +109,32 @@ class Kind:
         return f"{self.name}.json"
 
 
-KINDS: Final[tuple[Kind, ...]] = (
-    Kind("trial", TrialRecord, sequence=False, legacy=(TrialRecordV2, TrialRecordV1)),
-    Kind("preflight", PreflightRecord, sequence=False),
-    Kind("source", SourceRecord, sequence=False),
-    Kind("dispatch", DispatchRecord, sequence=False, legacy=(DispatchRecordV1,)),
-    Kind("model", ModelRecord, sequence=False),
-    Kind("image", ImageRecord, sequence=False),
-    Kind("vm", VmRecord, sequence=False),
-    Kind("verifier_vm", VerifierVmRecord, sequence=False),
-    Kind("gate", GateRecord, sequence=False),
-    Kind("worker", WorkerRecord, sequence=False),
-    Kind("agent", AgentRecord, sequence=False, legacy=(AgentRecordV1,)),
-    Kind(
-        "verification",
-        VerificationRecord,
-        sequence=False,
-        legacy=(VerificationRecordV2, VerificationRecordV1),
-    ),
-    Kind(
-        "hoststate",
-        HostStateRecord,
-        sequence=False,
-        legacy=(HostStateRecordV2, HostStateRecordV1),
-    ),
-    Kind("memory", MemoryRecord, sequence=False, legacy=(MemoryRecordV1,)),
-    Kind("worker_requests", WorkerRequestRecord, sequence=True, legacy=(WorkerRequestRecordV1,)),
-    Kind("agent_turns", AgentTurnRecord, sequence=True),
-    Kind("tool_calls", ToolCallRecord, sequence=True, legacy=(ToolCallRecordV1,)),
-    Kind("cleanup", CleanupRecord, sequence=True),
+KINDS: Final[tuple[Kind, ...]] = tuple(
+    Kind(name, model, sequence, legacy=LEGACY.get(name, ()))
+    for name, model, sequence in (
+        ("trial", TrialRecord, False),
+        ("preflight", PreflightRecord, False),
+        ("source", SourceRecord, False),
+        ("dispatch", DispatchRecord, False),
+        ("model", ModelRecord, False),
+        ("image", ImageRecord, False),
+        ("vm", VmRecord, False),
+        ("verifier_vm", VerifierVmRecord, False),
+        ("gate", GateRecord, False),
+        ("worker", WorkerRecord, False),
+        ("agent", AgentRecord, False),
+        ("verification", VerificationRecord, False),
+        ("hoststate", HostStateRecord, False),
+        ("memory", MemoryRecord, False),
+        ("worker_requests", WorkerRequestRecord, True),
+        ("agent_turns", AgentTurnRecord, True),
+        ("tool_calls", ToolCallRecord, True),
+        ("cleanup", CleanupRecord, True),
+    )
 )
 KIND_BY_NAME: Final[dict[str, Kind]] = {kind.name: kind for kind in KINDS}
 assert set(KIND_BY_NAME) == {f.name for f in fields(RecordSet)}
+assert set(LEGACY) <= set(KIND_BY_NAME)
 
 MANIFEST_NAME: Final = "manifest.json"
 ENTRY_NAME_PATTERN: Final = r"^(?:manifest|[a-z_]{1,32}(?:/[0-9]{6})?)\.json$"

@@ -10,7 +10,8 @@ from receipts.audit.findings import AuditResult
 from receipts.audit.suite import SuiteAuditResult
 from receipts.manifest import Manifest
 from receipts.records.base import Record
-from receipts.records.suite import SuiteRecord, SuiteRecordV1
+from receipts.records.legacy import SuiteRecordV1
+from receipts.records.suite import SuiteRecord
 from receipts.recordset import KINDS
 
 

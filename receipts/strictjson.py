@@ -1,10 +1,10 @@
 """The one strict JSON reader for untrusted input.
 
 Why one parser: receipts, tool arguments, model output (tool calls) and the worker's
-API bodies all read JSON that someone else wrote, and each used to hook `json.loads`
-its own way, so "strict" meant slightly different things in each place (one let
-`1e999` through as an infinity, one checked it only after the whole document parsed).
-This module is the single definition. Refused here, in document order:
+API bodies all read JSON that someone else wrote; each hooking `json.loads` its own way
+makes "strict" mean slightly different things in each place (one lets `1e999` through
+as an infinity, another checks it only after the whole document parsed). This module
+is the single definition. Refused here, in document order:
 
 - `duplicate_key`: an object repeats a key (which value was meant?);
 - `non_finite_number`: `NaN`, `Infinity`, `-Infinity`, or a number literal that

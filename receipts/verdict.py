@@ -19,21 +19,29 @@ from __future__ import annotations
 from typing import cast
 
 from receipts.cleanupset import missing_cleanup
-from receipts.records.agent import AGENT_FAILURES, AgentRecord, AgentRecordV1
+from receipts.records.agent import AGENT_FAILURES, AgentRecord
 from receipts.records.base import Record
-from receipts.records.trial import STAGE_ORDER, AnyTrialRecord, Stage, Verdict, cancelled_stage
+from receipts.records.legacy import AgentRecordV1, AnyTrialRecord, cancelled_stage
+from receipts.records.trial import STAGE_ORDER, Policy, PolicyV1, Stage, Verdict
 from receipts.recordset import RecordSet
 
 
-def required_stages(trial: AnyTrialRecord) -> tuple[Stage, ...]:
-    """The stages this trial must have run: dispatch only when dispatched; model and
-    worker only when a model chose the tool calls."""
+def trial_stages(*, dispatched: bool, policy: Policy | PolicyV1) -> tuple[Stage, ...]:
+    """The stages a trial runs, in order: dispatch only when dispatched; model and worker
+    only when a model chose the tool calls. The one answer for the writer and the audit:
+    the pipeline runs exactly these (harness/trial/pipeline.py), and the verdict needs
+    exactly their records."""
     skipped: set[Stage] = set()
-    if not trial.dispatched:
+    if not dispatched:
         skipped.add("dispatch")
-    if trial.policy == "scripted":
+    if policy == "scripted":
         skipped.update({"model", "worker"})
     return tuple(stage for stage in STAGE_ORDER if stage not in skipped)
+
+
+def required_stages(trial: AnyTrialRecord) -> tuple[Stage, ...]:
+    """The stages this trial must have run, by what its record says was asked for."""
+    return trial_stages(dispatched=trial.dispatched, policy=trial.policy)
 
 
 def stage_succeeded(record: Record) -> bool:

@@ -1,7 +1,7 @@
 """Every `docs/engineering.md §N` a comment cites names a rule that file has.
 
-Why: the comments used to cite a standards file outside this repository, so someone
-who cloned it could not follow them. A citation of a section that does not exist (a
+Why: a comment that cites a standards file outside this repository sends someone who
+cloned it nowhere. A citation of a section that does not exist (a
 renumbering, a typo) would send a reader nowhere again.
 """
 

@@ -81,16 +81,14 @@ class _Loop:
     ) -> None:
         self.tokens += reply.prompt_tokens + reply.completion_tokens
         self.turns.append(
-            AgentTurnRecord.model_validate(
-                {
-                    "index": len(self.turns),
-                    "request_index": reply.request_index,
-                    "kind": kind,
-                    "invalid_category": invalid,
-                    "prompt_tokens": reply.prompt_tokens,
-                    "completion_tokens": reply.completion_tokens,
-                    "duration_ms": _ms(started),
-                }
+            AgentTurnRecord(
+                index=len(self.turns),
+                request_index=reply.request_index,
+                kind=kind,
+                invalid_category=invalid,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                duration_ms=_ms(started),
             )
         )
 

@@ -45,7 +45,7 @@ from guest.worker.records import RecordLog
 from guest.worker.schema_grammar import Limits
 from guest.worker.toolgrammar import Mode, ToolSpec
 from guest.worker.toolprep import ToolLimits, ToolPreparer, ToolRequest, ToolsRefused
-from receipts.records.worker import RequestOutcome, WorkerErrorCode
+from receipts.records.worker import RequestOutcome, WorkerErrorCode, WorkerRequestRecord
 from receipts.strictjson import StrictJsonError, StrictJsonKind, loads_strict
 
 Scope = MutableMapping[str, Any]
@@ -245,7 +245,7 @@ class _Prepared:
 class ChatEndpoint:
     """`POST /v1/chat/completions` as an ASGI app.
 
-    Admission order (issue 14): shutdown, framing, then a queue slot is taken before a
+    Admission order: shutdown, framing, then a queue slot is taken before a
     byte of the body is read, so at most `1 + queue_depth` bodies are buffered and at
     most that many requests are parsed and compiled at once; parsing and tool
     compilation run on the `worker-prep` thread, never on the event loop (`/health`
@@ -517,27 +517,28 @@ class ChatEndpoint:
 
     def _record(self, index: int, result: JobResult, stream: bool, received: float) -> None:
         record = self.records.add(
-            schema="harness.receipt.worker_request/2",
-            index=index,
-            admission=result.admission,
-            headroom_bytes=result.headroom_bytes,
-            need_bytes=result.need_bytes,
-            floor_bytes=self.engine.config.request_floor_bytes,
-            guard_bytes=self.engine.config.runtime_guard_bytes,
-            deciding_scope=result.deciding_scope,
-            outcome=result.outcome,
-            error_code=result.error_code,
-            http_status=result.http_status,
-            stream=stream,
-            tools_rendering=result.tools_rendering,
-            constraint_backend=result.constraint_backend,
-            prompt_tokens=result.prompt_tokens,
-            cached_prompt_tokens=result.cached_prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            time_to_first_token_ms=result.time_to_first_token_ms,
-            decode_ms=result.decode_ms,
-            min_headroom_bytes=result.min_headroom_bytes,
-            duration_ms=int((time.monotonic() - received) * 1000),
+            WorkerRequestRecord(
+                index=index,
+                admission=result.admission,
+                headroom_bytes=result.headroom_bytes,
+                need_bytes=result.need_bytes,
+                floor_bytes=self.engine.config.request_floor_bytes,
+                guard_bytes=self.engine.config.runtime_guard_bytes,
+                deciding_scope=result.deciding_scope,
+                outcome=result.outcome,
+                error_code=result.error_code,
+                http_status=result.http_status,
+                stream=stream,
+                tools_rendering=result.tools_rendering,
+                constraint_backend=result.constraint_backend,
+                prompt_tokens=result.prompt_tokens,
+                cached_prompt_tokens=result.cached_prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                time_to_first_token_ms=result.time_to_first_token_ms,
+                decode_ms=result.decode_ms,
+                min_headroom_bytes=result.min_headroom_bytes,
+                duration_ms=int((time.monotonic() - received) * 1000),
+            )
         )
         log.info(
             "worker.request",

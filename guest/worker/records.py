@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from receipts.canonical import canonical
 from receipts.records.worker import WorkerRequestRecord
@@ -36,8 +35,7 @@ class RecordLog:
             self._next += 1
             return index
 
-    def add(self, **fields: Any) -> WorkerRequestRecord:
-        record = WorkerRequestRecord.model_validate(fields)
+    def add(self, record: WorkerRequestRecord) -> WorkerRequestRecord:
         line = record.canonical_bytes() + b"\n"
         with self._lock:
             self._records[record.index] = record

@@ -5,7 +5,7 @@ non-numeric Content-Length, bad headers) gets the same OpenAI-shaped JSON error 
 every other bad input instead of uvicorn's plain-text 400. A shutdown signal cancels
 the running generation through the abort callback at once (cancelled_shutdown) instead
 of waiting for it to finish before closing. And a connection is bounded where uvicorn
-leaves it open (issue 14: 200 slowloris connections stayed open forever): a connection
+leaves it open (200 slowloris connections would stay open forever): a connection
 beyond `max_connections` is answered 503 and closed at once, and a request's headers
 (from the connection's first byte, or a kept-alive connection's next byte) and body
 must each arrive within their timeout, or the connection is answered 408 and closed.

@@ -71,7 +71,7 @@ def build_tool_grammars(
     vocabulary has `<tool_call>`/`</tool_call>` as single tokens that llguidance treats
     as special (matched by token, not by spelling); the GBNF form always spells them.
     The two forms share every rule except `call`, so the schemas are compiled once per
-    request (they were compiled twice before issue 14). Raises `UnsupportedSchema` for a
+    request. Raises `UnsupportedSchema` for a
     schema outside the subset and `SchemaTooComplex` past *budget*.
     """
     if not tools:

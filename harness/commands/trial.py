@@ -28,9 +28,10 @@ import structlog
 
 from harness.dispatch import DispatchRefused, SuiteMembership, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
-from harness.profiles.budgets import profile_contradiction
+from harness.profiles.model import profile_contradiction
 from harness.remedies import describe, fix_command
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial, TrialResult
 from harness.trial.progress import LiveProgress, LogProgress, ProgressSink
 from receipts.audit import audit_and_read_file
 from receipts.canonical import canonical

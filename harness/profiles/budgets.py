@@ -39,12 +39,9 @@ cache (vm.tcg_tb_size_mib) and N = REQUEST_NEED_BOUND, every profile must satisf
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from receipts.vocabulary import PlacementRequest
-
-if TYPE_CHECKING:
-    from harness.profiles.model import Profile
 
 MIB: Final = 1 << 20
 
@@ -96,22 +93,3 @@ def budget_contradiction(
             " memory.request_admission_floor must fit in memory.worker_cgroup_limit"
         )
     return None
-
-
-def profile_contradiction(
-    profile: Profile, placement: PlacementRequest | None = None
-) -> str | None:
-    """`budget_contradiction` for a profile, at its own placement or at `placement` (a
-    command line's `--placement`, which must meet the same relations)."""
-    memory = profile.memory
-    return budget_contradiction(
-        guest_ram=memory.guest_ram,
-        qemu_cgroup_limit=memory.qemu_cgroup_limit,
-        host_admission_floor=memory.host_admission_floor,
-        worker_cgroup_limit=memory.worker_cgroup_limit,
-        request_admission_floor=memory.request_admission_floor,
-        runtime_guard=memory.runtime_guard,
-        model_working_set=memory.model_working_set,
-        tcg_tb_size_mib=profile.vm.tcg_tb_size_mib,
-        placement=placement or profile.worker.placement,
-    )

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.profiles.budgets import profile_contradiction
+from harness.profiles.budgets import budget_contradiction
 from harness.profiles.sizes import ByteSize
 from receipts.records.agent import ApprovalsPolicy
 from receipts.vocabulary import PlacementRequest
@@ -186,3 +186,22 @@ class Profile(Section):
         if self.inference.max_tokens >= self.inference.context_tokens:
             raise ValueError("inference.max_tokens must be below inference.context_tokens")
         return self
+
+
+def profile_contradiction(
+    profile: Profile, placement: PlacementRequest | None = None
+) -> str | None:
+    """`budget_contradiction` for a profile, at its own placement or at `placement` (a
+    command line's `--placement`, which must meet the same relations)."""
+    memory = profile.memory
+    return budget_contradiction(
+        guest_ram=memory.guest_ram,
+        qemu_cgroup_limit=memory.qemu_cgroup_limit,
+        host_admission_floor=memory.host_admission_floor,
+        worker_cgroup_limit=memory.worker_cgroup_limit,
+        request_admission_floor=memory.request_admission_floor,
+        runtime_guard=memory.runtime_guard,
+        model_working_set=memory.model_working_set,
+        tcg_tb_size_mib=profile.vm.tcg_tb_size_mib,
+        placement=placement or profile.worker.placement,
+    )

@@ -12,16 +12,16 @@ from html import escape
 
 from harness.report.svg import line_chart, timeline
 from receipts.audit import AuditResult
-from receipts.records import (
+from receipts.records import MemoryRecord, VerificationRecord, WorkerRequestRecord
+from receipts.records.legacy import (
     AnyHostStateRecord,
     HostStateRecordV1,
     HostStateRecordV2,
-    MemoryRecord,
     MemoryRecordV1,
-    VerificationRecord,
-    WorkerRequestRecord,
+    excluded_trials,
+    facet_exclusions,
+    facet_unrelated,
 )
-from receipts.records.hoststate import excluded_trials, facet_exclusions, facet_unrelated
 from receipts.recordset import RecordSet
 from receipts.verdict import required_stages, stage_succeeded
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.suite.executor import MemberEnd, MemberJob, MemberState, ProgressCallback
 from harness.suite.ledger import Ledger, Reservation
+from receipts.receiptfile import receipt_files
 
 POLL_S = 0.5
 """How often a waiting member asks the ledger again."""
@@ -29,7 +30,7 @@ EXIT_STOPPED = (130, 143)
 
 def receipt_in(directory: Path) -> Path | None:
     """The one trial receipt a member wrote, or None (none, or more than one)."""
-    found = sorted(directory.glob("trial-*.zip")) if directory.is_dir() else []
+    found = receipt_files(directory)
     return found[0] if len(found) == 1 else None
 
 

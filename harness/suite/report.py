@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from receipts.failure import failure_reason
+from receipts.records.legacy import AnySuiteRecord, suite_dispatch
 from receipts.records.memory import MemoryRecord
-from receipts.records.suite import AnySuiteRecord, SuiteMember, suite_dispatch
+from receipts.records.suite import SuiteMember
 from receipts.recordset import RecordSet
 
 Z95 = 1.959963984540054

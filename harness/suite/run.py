@@ -26,7 +26,7 @@ from harness.trial.diskfiles import REPO
 from harness.version import HARNESS_VERSION
 from receipts.audit import audit_and_read
 from receipts.records.suite import MissingReason, SuiteMember, SuiteRecord, aggregate
-from receipts.records.trial import Policy
+from receipts.records.trial import Policy, Verdict
 from receipts.suitebundle import WrittenSuite, write_suite_bundle
 
 SLACK_S = 600
@@ -133,41 +133,50 @@ def member_policy(member: Member) -> Policy:
 def suite_member(member: Member, end: MemberEnd) -> tuple[SuiteMember, bytes | None]:
     """The member's entry in suite.json and its receipt's bytes (None when it has none
     that audits)."""
-    common = {
-        "member_id": member.member_id,
-        "task": member.task,
-        "language": member.language,
-        "profile": member.profile.name,
-        "policy": member_policy(member),
-        "script": None if member.script is None else member.script.stem,
-        "repeat": member.repeat,
-        "state": end.state,
-        "exit_code": end.exit_code
-        if end.exit_code is not None and 0 <= end.exit_code <= 255
-        else None,
-    }
-    absent = {"trial_id": None, "receipt_id": None, "zip_sha256": None, "verdict": None}
+    exit_code = end.exit_code if end.exit_code is not None and 0 <= end.exit_code <= 255 else None
+
+    def entry(
+        *,
+        missing: MissingReason | None,
+        trial_id: str | None = None,
+        receipt_id: str | None = None,
+        zip_sha256: str | None = None,
+        verdict: Verdict | None = None,
+    ) -> SuiteMember:
+        return SuiteMember(
+            member_id=member.member_id,
+            task=member.task,
+            language=member.language,
+            profile=member.profile.name,
+            policy=member_policy(member),
+            script=None if member.script is None else member.script.stem,
+            repeat=member.repeat,
+            state=end.state,
+            exit_code=exit_code,
+            trial_id=trial_id,
+            receipt_id=receipt_id,
+            zip_sha256=zip_sha256,
+            verdict=verdict,
+            missing=missing,
+        )
+
     if end.receipt_path is None:
-        reason: MissingReason = _missing(end)
-        return SuiteMember.model_validate({**common, **absent, "missing": reason}), None
+        return entry(missing=_missing(end)), None
     try:
         data = end.receipt_path.read_bytes()
     except OSError:
-        return SuiteMember.model_validate({**common, **absent, "missing": "no_receipt"}), None
+        return entry(missing="no_receipt"), None
     result, records = audit_and_read(data)
     if not result.valid or records is None or records.trial is None:
-        return SuiteMember.model_validate({**common, **absent, "missing": "receipt_invalid"}), None
-    entry = SuiteMember.model_validate(
-        {
-            **common,
-            "trial_id": records.trial.trial_id,
-            "receipt_id": result.receipt_id,
-            "zip_sha256": result.zip_sha256,
-            "verdict": result.derived_verdict,
-            "missing": None,
-        }
+        return entry(missing="receipt_invalid"), None
+    receipt = entry(
+        missing=None,
+        trial_id=records.trial.trial_id,
+        receipt_id=result.receipt_id,
+        zip_sha256=result.zip_sha256,
+        verdict=result.derived_verdict,
     )
-    return entry, data
+    return receipt, data
 
 
 @dataclass

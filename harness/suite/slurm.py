@@ -41,6 +41,7 @@ from harness.suite.slurmstate import (
     parse_scontrol_job,
     parse_squeue,
 )
+from receipts.receiptfile import receipt_files
 
 CALL_DEADLINE_S = 30.0
 """One squeue/scontrol/scancel call; a healthy controller answers in milliseconds."""
@@ -51,7 +52,6 @@ CONTROLLER_GONE_S = 300.0
 CANCEL_WAIT_S = 150.0
 """After scancel: KillWait (30 s default) plus the controller's kill and epilog; a
 member not ended by then is reported `lost` (it left Slurm's view of its end)."""
-RECEIPT_GLOB = "trial-*.zip"
 RUNNING_WORDS = frozenset({"RUNNING", "COMPLETING"})
 """squeue words of a job whose processes hold the node."""
 
@@ -312,9 +312,7 @@ class SlurmExecutor:
 
 def _receipts(directory: Path) -> frozenset[Path]:
     """The trial receipts in a member's directory (none when it does not exist yet)."""
-    if not directory.is_dir():
-        return frozenset()
-    return frozenset(p for p in directory.glob(RECEIPT_GLOB) if p.is_file())
+    return frozenset(p for p in receipt_files(directory) if p.is_file())
 
 
 def slurm_available() -> bool:

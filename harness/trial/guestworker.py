@@ -35,7 +35,7 @@ from harness.trial.guestcmd import (
     parse_gate_line,
 )
 from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines
-from harness.trial.owned import OwnedResources
+from harness.trial.owned import Owner
 from harness.trial.worker import (
     ReadyLine,
     Worker,
@@ -146,7 +146,7 @@ async def start_guest_worker(
     profile: Profile,
     sha256: str,
     pins_sha256: str,
-    owned: OwnedResources,
+    owner: Owner,
     guest_gone: Callable[[], Awaitable[bool]],
 ) -> GuestWorkerProcess:
     """Start the worker in the guest and wait for its ready line; register its release.
@@ -162,7 +162,7 @@ async def start_guest_worker(
         stdin=GATE_SOURCE,
     )
     worker = GuestWorkerProcess(process, sha256, started)
-    owned.register("worker_process", _release(session, worker, guest_gone))
+    owner.register("worker_process", _release(session, worker, guest_gone))
     try:
         ready = await _read_startup(process, worker, started + READY_DEADLINE_S)
     except SshError as exc:
@@ -309,7 +309,7 @@ class GuestWorker(Worker):
             profile=launch.profile,
             sha256=launch.sha256,
             pins_sha256=self.built.pins_sha256,
-            owned=launch.owned,
+            owner=launch.owner,
             guest_gone=launch.guest_gone,
         )
 

@@ -35,17 +35,15 @@ def _comparison(before: list[FacetSnapshot], after: list[FacetSnapshot]) -> Face
     if raws:
         worst = max(raws, key=lambda outcome: _SEVERITY[outcome])
         raw = {"unchanged": "same", "changed": "differ", "unread": "unread"}[worst]
-    return FacetComparison.model_validate(
-        {
-            "before_sha256": _digest(before),
-            "after_sha256": _digest(after),
-            "result": result,
-            "raw_bytes": raw,
-            "excluded_before": sum(f.excluded for f in before),
-            "excluded_after": sum(f.excluded for f in after),
-            "unrelated_before": sum(f.unrelated for f in before),
-            "unrelated_after": sum(f.unrelated for f in after),
-        }
+    return FacetComparison(
+        before_sha256=_digest(before),
+        after_sha256=_digest(after),
+        result=result,
+        raw_bytes=raw,
+        excluded_before=sum(f.excluded for f in before),
+        excluded_after=sum(f.excluded for f in after),
+        unrelated_before=sum(f.unrelated for f in before),
+        unrelated_after=sum(f.unrelated for f in after),
     )
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.profiles import Profile
 from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines
-from harness.trial.owned import OwnedResources
+from harness.trial.owned import Owner, cgroup_release
 from harness.trial.worker import (
     Worker,
     WorkerEnd,
@@ -38,9 +38,9 @@ from host.cgroups import Cgroup
 from host.cgroups.detect import detect
 from host.cgroups.errors import CgroupError
 from host.cgroups.spawn import spawn_in_cgroup
-from host.release import CleanupResult, release_cgroup, remove_files
+from host.procfs import process_running
+from host.release import CleanupResult, remove_files
 from host.runtime import GuestRuntime
-from host.vm.process import process_running
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.worker import WorkerCategory
 from receipts.vocabulary import WorkerPlacement
@@ -74,13 +74,6 @@ class HostWorkerProcess:
 def _die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-def _cgroup_release(cgroup: Cgroup) -> Callable[[], Awaitable[tuple[CleanupResult, ...]]]:
-    async def release() -> tuple[CleanupResult, ...]:
-        return (await asyncio.to_thread(release_cgroup, cgroup),)
-
-    return release
 
 
 def _process_release(
@@ -118,14 +111,14 @@ def _process_release(
 
 
 async def start_host_worker(
-    *, profile: Profile, gguf: Path, sha256: str, scratch: Path, tag: str, owned: OwnedResources
+    *, profile: Profile, gguf: Path, sha256: str, scratch: Path, tag: str, owner: Owner
 ) -> HostWorkerProcess:
     try:
         cgroup = detect().create(f"worker-{tag}")
     except (CgroupError, OSError):
         raise WorkerStageFailed("worker_exited") from None
 
-    owned.register("cgroup", _cgroup_release(cgroup))
+    owner.register("cgroup", cgroup_release(cgroup))
     try:
         cgroup.set_memory_limit(profile.memory.worker_cgroup_limit)
     except (CgroupError, OSError):
@@ -163,7 +156,7 @@ async def start_host_worker(
         raise WorkerStageFailed("worker_exited") from None
 
     worker = HostWorkerProcess(None, popen.pid, cgroup, socket, records, sha256, 0, started)
-    owned.register("worker_process", _process_release(popen, worker))
+    owner.register("worker_process", _process_release(popen, worker))
     assert popen.stdout is not None
     try:
         line = await asyncio.wait_for(asyncio.to_thread(popen.stdout.readline), READY_DEADLINE_S)
@@ -248,7 +241,7 @@ class HostWorker(Worker):
             sha256=launch.sha256,
             scratch=launch.scratch,
             tag=launch.tag,
-            owned=launch.owned,
+            owner=launch.owner,
         )
 
     def started(self) -> bool:

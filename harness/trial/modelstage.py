@@ -184,25 +184,22 @@ def _adopt_locked(profile: Profile, cache: Path, pins: list[Pin]) -> PreparedMod
     except CacheError:
         raise ModelStageError("cache_corrupt") from None
     tensors, file_type = _tensor_counts(result.gguf_path)
-    record = ModelRecord.model_validate(
-        {
-            "schema": "harness.receipt.model/1",
-            "category": "ok",
-            "source_kind": "hf_snapshot",
-            "pins_from": "operator_lock",
-            "pin_sha256": pin_sha256,
-            "conversion": "converted",
-            "converter_version": CONVERTER_VERSION,
-            "file_type": file_type,
-            "tensors": tensors.model_dump(),
-            "gguf_size_bytes": result.size,
-            "gguf_sha256": result.sha256,
-            "cache_key": key,
-            "provenance": result.provenance,
-            "verify_source_ms": 0,
-            "convert_ms": 0,
-            "verify_gguf_ms": int((time.monotonic() - started) * 1000),
-        }
+    record = ModelRecord(
+        category="ok",
+        source_kind="hf_snapshot",
+        pins_from="operator_lock",
+        pin_sha256=pin_sha256,
+        conversion="converted",
+        converter_version=CONVERTER_VERSION,
+        file_type=file_type,
+        tensors=tensors,
+        gguf_size_bytes=result.size,
+        gguf_sha256=result.sha256,
+        cache_key=key,
+        provenance=result.provenance,
+        verify_source_ms=0,
+        convert_ms=0,
+        verify_gguf_ms=int((time.monotonic() - started) * 1000),
     )
     return PreparedModel(record, result.gguf_path)
 
@@ -278,25 +275,22 @@ def _converted(
     times = result.times
     assert times is not None  # the cache always says where a prepare's time went
     tensors, file_type = _tensor_counts(result.gguf_path)
-    record = ModelRecord.model_validate(
-        {
-            "schema": "harness.receipt.model/1",
-            "category": "ok",
-            "source_kind": "hf_snapshot" if locked else "synth",
-            "pins_from": "operator_lock" if locked else "profile",
-            "pin_sha256": pin_sha256,
-            "conversion": "converted",
-            "converter_version": CONVERTER_VERSION,
-            "file_type": file_type,
-            "tensors": tensors.model_dump(),
-            "gguf_size_bytes": result.size,
-            "gguf_sha256": result.sha256,
-            "cache_key": result.key,
-            "provenance": result.provenance,
-            "verify_source_ms": before_ms + times.verify_source_ms,
-            "convert_ms": times.convert_ms,
-            "verify_gguf_ms": times.verify_gguf_ms,
-        }
+    record = ModelRecord(
+        category="ok",
+        source_kind="hf_snapshot" if locked else "synth",
+        pins_from="operator_lock" if locked else "profile",
+        pin_sha256=pin_sha256,
+        conversion="converted",
+        converter_version=CONVERTER_VERSION,
+        file_type=file_type,
+        tensors=tensors,
+        gguf_size_bytes=result.size,
+        gguf_sha256=result.sha256,
+        cache_key=result.key,
+        provenance=result.provenance,
+        verify_source_ms=before_ms + times.verify_source_ms,
+        convert_ms=times.convert_ms,
+        verify_gguf_ms=times.verify_gguf_ms,
     )
     return PreparedModel(record, result.gguf_path)
 
@@ -381,49 +375,43 @@ def _prepare_wheel(profile: Profile, cache: Path) -> PreparedModel:
             provenance = "built_by_this_run"
     verified = time.monotonic()
     tensors, file_type = _tensor_counts(gguf_path)
-    record = ModelRecord.model_validate(
-        {
-            "schema": "harness.receipt.model/1",
-            "category": "ok",
-            "source_kind": "pypi_wheel",
-            "pins_from": "profile",
-            "pin_sha256": pin_sha256,
-            "conversion": "none",
-            "converter_version": None,
-            "file_type": file_type,
-            "tensors": tensors.model_dump(),
-            "gguf_size_bytes": wheel.member_size,
-            "gguf_sha256": wheel.member_sha256,
-            "cache_key": key,
-            "provenance": provenance,
-            "verify_source_ms": int((verified - started) * 1000),
-            "convert_ms": 0,
-            "verify_gguf_ms": 0,
-        }
+    record = ModelRecord(
+        category="ok",
+        source_kind="pypi_wheel",
+        pins_from="profile",
+        pin_sha256=pin_sha256,
+        conversion="none",
+        converter_version=None,
+        file_type=file_type,
+        tensors=tensors,
+        gguf_size_bytes=wheel.member_size,
+        gguf_sha256=wheel.member_sha256,
+        cache_key=key,
+        provenance=provenance,
+        verify_source_ms=int((verified - started) * 1000),
+        convert_ms=0,
+        verify_gguf_ms=0,
     )
     return PreparedModel(record, gguf_path)
 
 
 def failed_record(profile: Profile, category: ModelCategory, elapsed_ms: int) -> ModelRecord:
-    return ModelRecord.model_validate(
-        {
-            "schema": "harness.receipt.model/1",
-            "category": category,
-            "source_kind": profile.model.source,
-            "pins_from": "operator_lock" if profile.model.source == "hf_snapshot" else "profile",
-            "pin_sha256": None,
-            "conversion": "none" if profile.model.outtype == "none" else "converted",
-            "converter_version": None,
-            "file_type": None,
-            "tensors": None,
-            "gguf_size_bytes": None,
-            "gguf_sha256": None,
-            "cache_key": None,
-            "provenance": None,
-            "verify_source_ms": elapsed_ms,
-            "convert_ms": 0,
-            "verify_gguf_ms": 0,
-        }
+    return ModelRecord(
+        category=category,
+        source_kind=profile.model.source,
+        pins_from="operator_lock" if profile.model.source == "hf_snapshot" else "profile",
+        pin_sha256=None,
+        conversion="none" if profile.model.outtype == "none" else "converted",
+        converter_version=None,
+        file_type=None,
+        tensors=None,
+        gguf_size_bytes=None,
+        gguf_sha256=None,
+        cache_key=None,
+        provenance=None,
+        verify_source_ms=elapsed_ms,
+        convert_ms=0,
+        verify_gguf_ms=0,
     )
 
 

@@ -1,9 +1,13 @@
 """Resources a trial owns, released in reverse order, one cleanup receipt each.
 
 Each resource registers its release when it is acquired, under its closed resource
-name (the cleanup record's `Resource`), so `release_early` cannot miss it by a typo. Release
-never raises: a release that fails says `failed` with its evidence, and the ones
-after it still run. The receipts come out in release order.
+name (the cleanup record's `Resource`), so `release_early` cannot miss it by a typo.
+A registration goes through its owner (`OwnedResources.owner`), which accepts only the
+resources that owner declares in receipts/ownership.py, the table the audit requires
+cleanup receipts from: a resource registered outside its owner's declaration is
+`UndeclaredResource`, a defect of ours, before anything is acquired under it. Release
+never raises: a release that fails says `failed` with its evidence, and the ones after
+it still run. The receipts come out in release order.
 """
 
 from __future__ import annotations
@@ -12,10 +16,15 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from host.release import CleanupResult
+from host.cgroups import Cgroup
+from host.release import CleanupResult, release_cgroup
 from receipts.records.cleanup import Resource
 
 Release = Callable[[], Awaitable[tuple[CleanupResult, ...]]]
+
+
+class UndeclaredResource(Exception):
+    """A registration of a resource its owner does not declare (receipts/ownership.py)."""
 
 
 class OwnedResources:
@@ -23,7 +32,11 @@ class OwnedResources:
         self._releases: list[tuple[Resource, Release]] = []
         self._released: list[CleanupResult] = []
 
-    def register(self, resource: Resource, release: Release) -> None:
+    def owner(self, declared: tuple[Resource, ...]) -> Owner:
+        """Where one owner (the trial, a guest, the worker) registers its releases."""
+        return Owner(self, frozenset(declared))
+
+    def _register(self, resource: Resource, release: Release) -> None:
         self._releases.append((resource, release))
 
     async def _run(self, resource: Resource, release: Release) -> None:
@@ -53,3 +66,25 @@ class OwnedResources:
         while self._releases:
             await self._run(*self._releases.pop())
         return list(self._released)
+
+
+class Owner:
+    """One owner's registrations: only the resources it declares."""
+
+    def __init__(self, resources: OwnedResources, declared: frozenset[Resource]) -> None:
+        self._resources = resources
+        self.declared = declared
+
+    def register(self, resource: Resource, release: Release) -> None:
+        if resource not in self.declared:
+            raise UndeclaredResource(resource)
+        self._resources._register(resource, release)
+
+
+def cgroup_release(cgroup: Cgroup) -> Release:
+    """Kill what is left in `cgroup`, remove it and read that it is gone (in a thread)."""
+
+    async def release() -> tuple[CleanupResult, ...]:
+        return (await asyncio.to_thread(release_cgroup, cgroup),)
+
+    return release

@@ -1,20 +1,20 @@
 """The VM stage: a budgeted cgroup, the read-only data disk, and a guest reachable by SSH.
 
-Every acquisition registers its release first (OwnedResources), so a failure half way
-releases exactly what was taken. Budgets are applied to the cgroup and read back; the
+Every acquisition registers its release first, through the guest's owner (what its
+backend declares, receipts/ownership.py), so a failure half way releases exactly what
+was taken. Budgets are applied to the cgroup and read back; the
 VM record carries the read-back values, not the requested ones.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.profiles import Profile
-from harness.trial.owned import OwnedResources
+from harness.trial.owned import OwnedResources, Owner, cgroup_release
 from host.cancel import in_thread
 from host.cgroups import Cgroup
 from host.cgroups.detect import detect
@@ -22,9 +22,9 @@ from host.cgroups.errors import CgroupError
 from host.image.build import GuestImage
 from host.image.disk import build_data_disk
 from host.image.errors import ImageError
-from host.release import CleanupResult, release_cgroup, remove_dir
+from host.release import CleanupResult, remove_dir
 from host.vm.accel import choose_accelerator
-from host.vm.backend import Vm, VmBackend, VmSpec
+from host.vm.backend import Vm, VmBackend, VmBudgets, VmSpec
 from host.vm.budgets import (
     BudgetUnread,
     cpu_limit_of,
@@ -119,7 +119,8 @@ async def start_vm(
     for both once the choice is known. A `plan` that cannot be made raises
     VmStageFailed with its category; the stage re-raises it with what it had
     acquired, so the VM record is written like any other failure of the stage."""
-    handle, disk_dir = _acquire(profile, tag, "agent", trial_root, owned)
+    owner = owned.owner(backend.owns)
+    handle, disk_dir = _acquire(profile, tag, "agent", trial_root, owner)
     try:
         choice = await choose_accelerator(
             accel,
@@ -148,7 +149,7 @@ async def start_vm(
         accelerator=(choice.accelerator, choice.reason),
         disk_plan=disk_plan,
         memory_mib=profile.memory.guest_ram // MIB,
-        owned=owned,
+        owner=owner,
     )
     return handle
 
@@ -170,7 +171,8 @@ async def start_verifier_vm(
     only inputs are the read-only disk built from `data_source` on the host. It has its
     own cgroup (`verifier-<tag>`, same budgets but a smaller guest) and no worker channel.
     The accelerator is the one the trial already chose: no second probe boot."""
-    handle, disk_dir = _acquire(profile, tag, "verifier", trial_root, owned)
+    owner = owned.owner(backend.owns)
+    handle, disk_dir = _acquire(profile, tag, "verifier", trial_root, owner)
     await _boot(
         handle,
         disk_dir,
@@ -182,13 +184,13 @@ async def start_verifier_vm(
         accelerator=accelerator,
         disk_plan=DiskPlan(data_source, None),
         memory_mib=verifier_memory_bytes(profile) // MIB,
-        owned=owned,
+        owner=owner,
     )
     return handle
 
 
 def _acquire(
-    profile: Profile, tag: str, role: str, trial_root: Path, owned: OwnedResources
+    profile: Profile, tag: str, role: str, trial_root: Path, owner: Owner
 ) -> tuple[VmHandle, Path]:
     """The guest's cgroup with the profile's budgets read back, and its data disk folder;
     each registered for release as soon as it exists."""
@@ -197,11 +199,7 @@ def _acquire(
         cgroup = detect().create(names.cgroup)
     except (CgroupError, OSError):
         raise VmStageFailed("cgroup_apply_failed") from None
-
-    async def release_cgroup_() -> tuple[CleanupResult, ...]:
-        return (await asyncio.to_thread(release_cgroup, cgroup),)
-
-    owned.register("cgroup", release_cgroup_)
+    owner.register("cgroup", cgroup_release(cgroup))
     handle = VmHandle(cgroup)
     try:
         memory = cgroup.set_memory_limit(profile.memory.qemu_cgroup_limit)
@@ -218,7 +216,7 @@ def _acquire(
     async def release_disk() -> tuple[CleanupResult, ...]:
         return (remove_dir(disk_dir, "data_disk"),)
 
-    owned.register("data_disk", release_disk)
+    owner.register("data_disk", release_disk)
     return handle, disk_dir
 
 
@@ -234,7 +232,7 @@ async def _boot(
     accelerator: tuple[Accelerator, AcceleratorReason],
     disk_plan: DiskPlan,
     memory_mib: int,
-    owned: OwnedResources,
+    owner: Owner,
 ) -> None:
     """Data disk, QEMU in the handle's cgroup, budgets checked where QEMU runs, SSH."""
     try:
@@ -260,7 +258,7 @@ async def _boot(
             pids_limit=handle.pids_limit,
         )
         vm = backend.create(spec)
-        owned.register("qemu_process", vm.cleanup)
+        owner.register("qemu_process", vm.cleanup)
         handle.vm = vm
         await vm.start()
         handle.memory_dir = _check_budgets_in_effect(vm, handle)
@@ -325,7 +323,7 @@ def vm_record(
             oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
     if oom and category in ("ok", "qemu_exited", "ssh_dropped"):
         category = "oom_killed"
-    budgets = {
+    budgets: VmBudgets = {
         "memory_limit_bytes": handle.memory_limit if handle else None,
         "swap_limit_bytes": handle.swap_limit if handle else None,
         "cpu_quota_millicores": handle.cpu_quota_millicores if handle else None,
@@ -339,18 +337,15 @@ def vm_record(
         facts = None
     if facts is not None:
         return facts.to_record(category, **budgets)
-    return VmRecord.model_validate(
-        {
-            "schema": "harness.receipt.vm/1",
-            "category": category,
-            "backend": backend,
-            "accelerator": None,
-            "accelerator_reason": None,
-            "guest_memory_bytes": guest_memory_bytes or profile.memory.guest_ram,
-            "vcpus": profile.vm.vcpus,
-            "host_key_sha256": None,
-            "boot_to_ssh_ms": None,
-            "duration_ms": 0,
-            **budgets,
-        }
+    return VmRecord(
+        category=category,
+        backend=backend,
+        accelerator=None,
+        accelerator_reason=None,
+        guest_memory_bytes=guest_memory_bytes or profile.memory.guest_ram,
+        vcpus=profile.vm.vcpus,
+        host_key_sha256=None,
+        boot_to_ssh_ms=None,
+        duration_ms=0,
+        **budgets,
     )

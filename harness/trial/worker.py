@@ -3,9 +3,9 @@
 Why a strategy: the worker runs on the host beside the VM (hostworker.py) or inside the
 guest (guestworker.py), and the two differ in everything the trial touches: what goes on
 the read-only disk, the URL the agent is given, how long it may take to be ready, how it
-is started, stopped and proven gone. Before this seam the pipeline asked "which
-placement?" at each of those points; now it holds a `Worker` and asks it, and the
-channel each placement has is stated once (receipts/vocabulary.py `channel_for`), the
+is started, stopped and proven gone. The trial holds a `Worker` and asks it at each of
+those points, rather than asking "which placement?" there, and the channel each
+placement has is stated once (receipts/vocabulary.py `channel_for`), the
 same mapping the audit requires.
 
 Also here: what both placements share (the `serve` arguments, the ready line, the
@@ -22,11 +22,13 @@ from typing import Protocol
 
 from harness.profiles import Profile
 from harness.trial.guestrecords import GuestOutputInvalid, strict_object
-from harness.trial.owned import OwnedResources
+from harness.trial.owned import OwnedResources, Owner
 from host.runtime import GuestRuntime
 from host.ssh import SshSession
 from receipts.claim import worker_totals
+from receipts.ownership import WORKER_OWNS
 from receipts.records import WorkerRecord, WorkerRequestRecord
+from receipts.records.cleanup import Resource
 from receipts.records.worker import WorkerCategory
 from receipts.vocabulary import Channel, WorkerPlacement, channel_for
 
@@ -134,7 +136,8 @@ class WorkerLaunch:
     sha256: str
     scratch: Path
     tag: str
-    owned: OwnedResources
+    owner: Owner
+    """Where it registers what it owns (its placement's declaration)."""
     session: Callable[[], SshSession]
     """The agent guest's SSH session (raises when that guest is gone)."""
     guest_gone: Callable[[], Awaitable[bool]]
@@ -154,6 +157,11 @@ class Worker(Protocol):
     @property
     def channel(self) -> Channel:
         return channel_for(self.placement)
+
+    @property
+    def owns(self) -> tuple[Resource, ...]:
+        """What it owns where it runs (receipts/ownership.py)."""
+        return WORKER_OWNS[self.placement]
 
     def runtime(self, cache: Path) -> GuestRuntime | None:
         """A runtime of its own on the read-only disk; raises RuntimeBuildError."""

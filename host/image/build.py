@@ -98,37 +98,31 @@ class GuestImage:
         return self.manifest.files[BASE_NAME].size
 
     def to_record(self) -> ImageRecord:
-        return ImageRecord.model_validate(
-            {
-                "schema": "harness.receipt.image/1",
-                "category": "ok",
-                "image_key": self.key,
-                "provenance": self.provenance,
-                "kernel_package": self.kernel_package,
-                "kernel_sha256": self.kernel_sha256,
-                "initramfs_sha256": self.initramfs_sha256,
-                "base_sha256": self.base_sha256,
-                "base_size_bytes": self.base_size_bytes,
-                "build_ms": self.build_ms,
-            }
+        return ImageRecord(
+            category="ok",
+            image_key=self.key,
+            provenance=self.provenance,
+            kernel_package=self.kernel_package,
+            kernel_sha256=self.kernel_sha256,
+            initramfs_sha256=self.initramfs_sha256,
+            base_sha256=self.base_sha256,
+            base_size_bytes=self.base_size_bytes,
+            build_ms=self.build_ms,
         )
 
 
 def failure_record(error: ImageError, build_ms: int, key: str | None = None) -> ImageRecord:
     """The image record of a failed stage: a category and nothing else."""
-    return ImageRecord.model_validate(
-        {
-            "schema": "harness.receipt.image/1",
-            "category": error.category,
-            "image_key": key,
-            "provenance": None,
-            "kernel_package": None,
-            "kernel_sha256": None,
-            "initramfs_sha256": None,
-            "base_sha256": None,
-            "base_size_bytes": None,
-            "build_ms": build_ms,
-        }
+    return ImageRecord(
+        category=error.category,
+        image_key=key,
+        provenance=None,
+        kernel_package=None,
+        kernel_sha256=None,
+        initramfs_sha256=None,
+        base_sha256=None,
+        base_size_bytes=None,
+        build_ms=build_ms,
     )
 
 

@@ -1,7 +1,8 @@
 """A source shard hashed while it is read for conversion: one open file, one pass.
 
-Why: a prepare used to hash every shard against its pin, convert it (a second read),
-verify the GGUF against it (a third) and re-hash it (a fourth). The pin check needs a
+Why: hashing every shard against its pin, converting it (a second read), verifying the
+GGUF against it (a third) and re-hashing it (a fourth) reads each shard four times. The
+pin check needs a
 SHA-256 of the whole file; the conversion reads the whole file. So each shard is opened
 once, every read the converter makes (the header included) goes through that open file
 descriptor, and the bytes read are hashed in file order as they arrive: the digest

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict, Unpack
 
 from host.cgroups import Cgroup
 from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.vm.categories import Accelerator, AcceleratorReason
+from receipts.records.cleanup import Resource
 from receipts.records.vm import VmCategory, VmRecord
 from receipts.vocabulary import Backend
 
@@ -57,6 +58,27 @@ class VmSpec:
     """The trial cgroup's pids budget, for the same reason."""
 
 
+class VmBudgets(TypedDict, total=False):
+    """What the VM record reads from the guest's cgroup, not from the VM itself."""
+
+    memory_limit_bytes: int | None
+    swap_limit_bytes: int | None
+    cpu_quota_millicores: int | None
+    pids_limit: int | None
+    peak_memory_bytes: int | None
+    oom_kills: int | None
+
+
+UNREAD_BUDGETS: VmBudgets = {
+    "memory_limit_bytes": None,
+    "swap_limit_bytes": None,
+    "cpu_quota_millicores": None,
+    "pids_limit": None,
+    "peak_memory_bytes": None,
+    "oom_kills": None,
+}
+
+
 @dataclass(frozen=True)
 class VmFacts:
     """What the VM record needs from the VM itself (budgets come from the cgroup)."""
@@ -70,31 +92,23 @@ class VmFacts:
     boot_to_ssh_ms: int | None
     duration_ms: int
 
-    def to_record(self, category: VmCategory, **budgets: Any) -> VmRecord:
-        """The VM record; `budgets` are the cgroup's read-back fields."""
-        fields: dict[str, Any] = {
-            "schema": "harness.receipt.vm/1",
-            "category": category,
-            "backend": self.backend,
-            "accelerator": self.accelerator,
-            "accelerator_reason": self.accelerator_reason,
-            "guest_memory_bytes": self.guest_memory_bytes,
-            "vcpus": self.vcpus,
-            "memory_limit_bytes": None,
-            "swap_limit_bytes": None,
-            "cpu_quota_millicores": None,
-            "pids_limit": None,
-            "peak_memory_bytes": None,
-            "oom_kills": None,
-            "host_key_sha256": self.host_key_sha256,
-            "boot_to_ssh_ms": self.boot_to_ssh_ms,
-            "duration_ms": self.duration_ms,
-        }
-        unknown = set(budgets) - set(fields)
+    def to_record(self, category: VmCategory, **budgets: Unpack[VmBudgets]) -> VmRecord:
+        """The VM record; `budgets` are the cgroup's read-back fields (None: unread)."""
+        unknown = set(budgets) - set(VmBudgets.__annotations__)
         if unknown:
             raise ValueError("unknown VM record fields")
-        fields.update(budgets)
-        return VmRecord.model_validate(fields)
+        return VmRecord(
+            category=category,
+            backend=self.backend,
+            accelerator=self.accelerator,
+            accelerator_reason=self.accelerator_reason,
+            guest_memory_bytes=self.guest_memory_bytes,
+            vcpus=self.vcpus,
+            host_key_sha256=self.host_key_sha256,
+            boot_to_ssh_ms=self.boot_to_ssh_ms,
+            duration_ms=self.duration_ms,
+            **(UNREAD_BUDGETS | budgets),
+        )
 
 
 class Vm(Protocol):
@@ -143,6 +157,11 @@ class VmBackend(Protocol):
 
     @property
     def name(self) -> Backend: ...
+
+    @property
+    def owns(self) -> tuple[Resource, ...]:
+        """What one guest of this backend owns (receipts/ownership.py)."""
+        ...
 
     def create(self, spec: VmSpec) -> Vm:
         """A VM for `spec`, nothing acquired yet (register its cleanup, then start)."""

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import libvirt
 
 from host.cgroups import CgroupError
+from host.procfs import process_running
 from host.release import CleanupResult, Stopwatch, not_acquired
 from host.vm.backend import VmSpec
 from host.vm.budgets import BudgetUnread, cpu_limit_of, memory_limit_of, pids_limit_of
@@ -37,9 +38,11 @@ from host.vm.domain import domain_xml
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm
 from host.vm.leftovers import LIBVIRT_LOG_DIR, find_processes
-from host.vm.process import process_running, sandbox_options, seccomp_mode
+from host.vm.process import sandbox_options, seccomp_mode
 from host.vm.tags import resource_name
 from host.vm.virtconn import VirtError, domain_state, open_connection
+from receipts.ownership import GUEST_OWNS
+from receipts.records.cleanup import Resource
 
 GONE_DEADLINE_S = 15.0
 CPU_PERIOD_US = 100_000
@@ -254,6 +257,10 @@ class LibvirtBackend:
     @property
     def name(self) -> Literal["libvirt"]:
         return "libvirt"
+
+    @property
+    def owns(self) -> tuple[Resource, ...]:
+        return GUEST_OWNS["libvirt"]
 
     def create(self, spec: VmSpec) -> LibvirtVm:
         return LibvirtVm(spec)

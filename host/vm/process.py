@@ -73,19 +73,6 @@ async def wait_exit(process: subprocess.Popen[bytes], deadline_s: float) -> int 
         await asyncio.sleep(0.02)
 
 
-def process_running(pid: int) -> bool:
-    """Whether `pid` still runs. A zombie (Z) or dead (X) entry holds no resources but
-    its pid: it waits only for a parent's (or a slow init's) reap."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True  # cannot tell: never claim a process is gone without reading it
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
 def status_field(pid: int, key: str) -> str | None:
     """The value of one ``Key:`` line of /proc/PID/status, or None if unread."""
     try:

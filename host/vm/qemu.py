@@ -26,6 +26,8 @@ from host.vm.errors import VmError
 from host.vm.guest import GuestVm
 from host.vm.process import peak_rss_bytes, spawn_qemu, wait_exit
 from host.vm.qmp import qmp_quit
+from receipts.ownership import GUEST_OWNS
+from receipts.records.cleanup import Resource
 
 QUIT_DEADLINE_S = 10.0
 KILL_DEADLINE_S = 10.0
@@ -144,6 +146,10 @@ class QemuBackend:
     @property
     def name(self) -> Literal["qemu"]:
         return "qemu"
+
+    @property
+    def owns(self) -> tuple[Resource, ...]:
+        return GUEST_OWNS["qemu"]
 
     def create(self, spec: VmSpec) -> QemuVm:
         return QemuVm(spec)

@@ -13,14 +13,9 @@ from receipts.audit.context import AuditContext
 from receipts.claim import agent_totals, may_claim, void_from, worker_totals
 from receipts.cleanupset import missing_cleanup
 from receipts.modelkey import converted_key, wheel_member_key
-from receipts.records import (
-    AgentRecord,
-    ToolCallRecord,
-    VerificationRecord,
-    VerificationRecordV2,
-)
-from receipts.records.hoststate import excluded_trials
-from receipts.records.trial import AnyTrialRecord
+from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
+from receipts.records.legacy import AnyTrialRecord, excluded_trials
+from receipts.records.verification import VerificationRecordV2
 from receipts.recordset import KIND_BY_NAME, RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
 from receipts.vocabulary import channel_for

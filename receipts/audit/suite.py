@@ -35,15 +35,13 @@ from receipts.bundle import zip_bytes
 from receipts.canonical import CanonicalError, parse_canonical
 from receipts.records import DispatchRecord
 from receipts.records.base import Part, Record
+from receipts.records.legacy import AnySuiteRecord, SuiteRecordV1, suite_dispatch
 from receipts.records.suite import (
     SUITE_CEILING_BYTES,
-    AnySuiteRecord,
     MemberId,
     SuiteMember,
     SuiteRecord,
-    SuiteRecordV1,
     aggregate,
-    suite_dispatch,
 )
 from receipts.recordset import RecordSet
 from receipts.suitebundle import MEMBER_PREFIX, SUITE_RECORD_NAME, member_entry

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from receipts.records.base import Record
 from receipts.records.hostreading import HOST_READINGS, HostReading
-from receipts.records.trial import Policy, PolicyV1
+from receipts.records.trial import Policy
 from receipts.types import ByteCount, Count, Index, Millis
 
 AgentCategoryV1 = Literal[
@@ -212,38 +212,3 @@ class ToolCallRecord(Record):
         if (self.cgroup_end is not None) != ran:
             raise ValueError("cgroup_end is present exactly for a run_tests that ran")
         return self
-
-
-class AgentRecordV1(Record):
-    """The agent record before confinement was recorded; read by the audit only."""
-
-    schema_: Literal["harness.receipt.agent/1"] = Field("harness.receipt.agent/1", alias="schema")
-    category: AgentCategoryV1
-    policy: PolicyV1
-    turns: Count
-    tool_calls: Count
-    invalid_tool_calls: Count
-    prompt_tokens_total: Count
-    completion_tokens_total: Count
-    duration_ms: Millis
-
-
-class ToolCallRecordV1(Record):
-    """The tool call record before confinement was recorded; read by the audit only."""
-
-    schema_: Literal["harness.receipt.tool_call/1"] = Field(
-        "harness.receipt.tool_call/1", alias="schema"
-    )
-    index: Index
-    turn: Index
-    tool: ToolName
-    decision: PermissionVerdict
-    decided_by: PermissionSource
-    rule_index: Index | None
-    outcome: ToolOutcome
-    edit_match: EditMatch | None
-    run_exit: RunExit | None
-    net_isolation: NetIsolation | None
-    output_bytes: ByteCount
-    truncated: bool
-    duration_ms: Millis

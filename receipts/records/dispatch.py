@@ -45,24 +45,6 @@ member runs)."""
 DispatchScope = Literal["trial", "suite"]
 
 
-class DispatchRecordV1(Record):
-    """dispatch/1, as written before suite tickets: still read by the audit."""
-
-    schema_: Literal["harness.receipt.dispatch/1"] = Field(
-        "harness.receipt.dispatch/1", alias="schema"
-    )
-    category: DispatchCategoryV1
-    dispatch_sha256: Sha256Hex
-    """Digest of the canonical dispatch receipt that was consumed."""
-    profile: Identifier
-    task: Identifier
-    commit: GitObjectId
-    tree: GitObjectId
-    issued_unix_ms: UnixMillis
-    consumed_unix_ms: UnixMillis | None
-    duration_ms: Millis
-
-
 class DispatchRecord(Record):
     schema_: Literal["harness.receipt.dispatch/2"] = Field(
         "harness.receipt.dispatch/2", alias="schema"
@@ -94,6 +76,3 @@ class DispatchRecord(Record):
         if self.scope == "trial" and any(part is not None for part in suite_fields):
             raise ValueError("a trial dispatch names no suite")
         return self
-
-
-AnyDispatchRecord = DispatchRecord | DispatchRecordV1

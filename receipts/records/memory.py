@@ -7,8 +7,8 @@ any more) at that moment, is None: never a guess (docs/engineering.md §2). When
 trial outlasts `MAX_SAMPLES` intervals the sampler keeps every other sample and doubles
 the interval, so the samples always span the whole trial at an even spacing.
 
-Version 1 (headroom and deciding scope per sample) was declared but never written; the
-audit still reads it (`Kind.legacy`).
+Version 1 (headroom and deciding scope per sample) is read by the audit only
+(receipts/records/legacy.py).
 """
 
 from __future__ import annotations
@@ -18,25 +18,11 @@ from typing import Annotated, Final, Literal
 from pydantic import Field
 
 from receipts.records.base import Part, Record
-from receipts.records.worker import DecidingScope
 from receipts.types import ByteCount, Millis
 
 MAX_SAMPLES: Final = 200
 """Keeps the record under the 64 KiB per-record ceiling: 200 samples with every figure at
 its largest are 52,471 bytes (262 each)."""
-
-
-class HeadroomSample(Part):
-    at_ms: Millis
-    """Milliseconds since the trial started."""
-    headroom_bytes: ByteCount
-    deciding_scope: DecidingScope
-
-
-class MemoryRecordV1(Record):
-    schema_: Literal["harness.receipt.memory/1"] = Field("harness.receipt.memory/1", alias="schema")
-    interval_ms: Annotated[int, Field(ge=1, le=60_000)]
-    samples: Annotated[tuple[HeadroomSample, ...], Field(max_length=1000)]
 
 
 class MemorySample(Part):

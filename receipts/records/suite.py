@@ -85,7 +85,7 @@ class MissingCount(Part):
     count: Annotated[int, Field(ge=1, le=1_000_000)]
 
 
-class _SuiteFields(Record):
+class SuiteFields(Record):
     """What every version of `suite.json` holds (each version adds its schema id)."""
 
     suite_id: TrialId
@@ -107,7 +107,7 @@ class _SuiteFields(Record):
     """Members without one, by reason (sorted by reason, no zero counts)."""
 
     @model_validator(mode="after")
-    def _ordered(self) -> _SuiteFields:
+    def _ordered(self) -> SuiteFields:
         ids = [member.member_id for member in self.members]
         if ids != [f"{n:04d}" for n in range(len(ids))]:
             raise ValueError("member ids are 0000, 0001, ... in order")
@@ -120,25 +120,11 @@ class _SuiteFields(Record):
         return self
 
 
-class SuiteRecordV1(_SuiteFields):
-    """suite/1, written before suites could be dispatched: still read by the audit."""
-
-    schema_: Literal["harness.receipt.suite/1"] = Field("harness.receipt.suite/1", alias="schema")
-
-
-class SuiteRecord(_SuiteFields):
+class SuiteRecord(SuiteFields):
     schema_: Literal["harness.receipt.suite/2"] = Field("harness.receipt.suite/2", alias="schema")
     dispatch_sha256: Sha256Hex | None
     """The suite dispatch ticket this suite consumed (`harness suite run --dispatch`);
     every member's dispatch record must name it. None for a suite run without one."""
-
-
-AnySuiteRecord = SuiteRecord | SuiteRecordV1
-
-
-def suite_dispatch(record: AnySuiteRecord) -> str | None:
-    """The ticket a suite consumed; suite/1 predates suite tickets: none."""
-    return record.dispatch_sha256 if isinstance(record, SuiteRecord) else None
 
 
 def aggregate(
@@ -153,26 +139,17 @@ def aggregate(
         if member.missing is not None:
             missing[member.missing] = missing.get(member.missing, 0) + 1
     return (
-        tuple(
-            VerdictCount.model_validate({"verdict": v, "count": n})
-            for v, n in sorted(verdicts.items())
-        ),
-        tuple(
-            MissingCount.model_validate({"reason": r, "count": n})
-            for r, n in sorted(missing.items())
-        ),
+        tuple(VerdictCount(verdict=v, count=n) for v, n in sorted(verdicts.items())),
+        tuple(MissingCount(reason=r, count=n) for r, n in sorted(missing.items())),
     )
 
 
 __all__ = [
-    "AnySuiteRecord",
     "MemberId",
     "MissingCount",
     "MissingReason",
     "SuiteMember",
     "SuiteRecord",
-    "SuiteRecordV1",
     "VerdictCount",
     "aggregate",
-    "suite_dispatch",
 ]

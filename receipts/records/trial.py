@@ -31,28 +31,6 @@ Stage = Literal[
 STAGE_ORDER: tuple[Stage, ...] = get_args(Stage)
 """The stages in the order they run: the Literal's own order, so a new stage is placed once."""
 
-Verdict = Literal[
-    "accepted",
-    "task_incomplete",
-    "failed_preflight",
-    "failed_source",
-    "failed_dispatch",
-    "failed_model",
-    "failed_image",
-    "failed_vm",
-    "failed_gate",
-    "failed_worker",
-    "failed_agent",
-    "failed_verification",
-    "failed_teardown",
-    "failed_host_state",
-    "failed_oom",
-    "failed_internal",
-    "evidence_incomplete",
-    "cancelled",
-]
-"""Every verdict a trial can end with. Derived from the records, never set by hand."""
-
 VerdictV1 = Literal[
     "accepted",
     "task_incomplete",
@@ -72,23 +50,27 @@ VerdictV1 = Literal[
     "failed_internal",
     "evidence_incomplete",
 ]
-"""The verdicts a `trial/1` record could claim: no `cancelled` (that harness had none)."""
+"""The verdicts a `trial/1` record could claim: every one but `cancelled` (that harness
+had none; receipts/records/legacy.py)."""
+
+Verdict = Literal[VerdictV1, "cancelled"]
+"""Every verdict a trial can end with. Derived from the records, never set by hand."""
 
 CancelSignal = Literal["SIGINT", "SIGTERM"]
 """The stop signals that cancel a trial (Ctrl-C, GitHub Actions' cancel; Slurm's scancel
 and time limit, systemd, `kill`)."""
 
-Policy = Literal["model", "scripted", "model_tool_required"]
+PolicyV1 = Literal["model", "scripted"]
+"""The policies a `trial/1` or `agent/1` record could name (no forced tool calls then)."""
+
+Policy = Literal[PolicyV1, "model_tool_required"]
 """Who chose the tool calls: the model through the worker, or a fixed script.
 `model_tool_required`: the model, asked with `tool_choice: "required"`, so the worker's
 grammar let it answer only with a tool call (every turn is a call the model chose; it
 could not answer in text). A profile's `agent.tool_choice` selects it."""
 
-PolicyV1 = Literal["model", "scripted"]
-"""The policies a `trial/1` or `agent/1` record could name (no forced tool calls then)."""
 
-
-class _TrialFields(Record):
+class TrialFields(Record):
     """The fields of `trial/2` and `trial/3` (they differ only in what the version
     promises about the cleanup receipts, see :class:`TrialRecord`)."""
 
@@ -130,14 +112,7 @@ class _TrialFields(Record):
         return self
 
 
-class TrialRecordV2(_TrialFields):
-    """The trial record before the trial's own scratch directory had a cleanup receipt,
-    read by the audit only (never written)."""
-
-    schema_: Literal["harness.receipt.trial/2"] = Field("harness.receipt.trial/2", alias="schema")
-
-
-class TrialRecord(_TrialFields):
+class TrialRecord(TrialFields):
     """`trial/3`: the fields of `/2`, and a promise the version itself makes. A trial's
     first act is making its scratch directory on the host, and a `/3` writer always
     releases it with a `trial_scratch` cleanup receipt, so the audit requires one in
@@ -145,38 +120,3 @@ class TrialRecord(_TrialFields):
     before that receipt existed, so nothing is required of it."""
 
     schema_: Literal["harness.receipt.trial/3"] = Field("harness.receipt.trial/3", alias="schema")
-
-
-class TrialRecordV1(Record):
-    """The trial record before cancellation existed, read by the audit only (never
-    written): exactly its old fields. A `/1` trial was never cancelled."""
-
-    schema_: Literal["harness.receipt.trial/1"] = Field("harness.receipt.trial/1", alias="schema")
-    trial_id: TrialId
-    harness_version: Version
-    profile: Identifier
-    task: Identifier
-    policy: PolicyV1
-    backend: Backend
-    accel_requested: AccelRequest
-    placement: Placement
-    channel: Channel
-    dispatched: bool
-    started_unix_ms: UnixMillis
-    ended_unix_ms: UnixMillis
-    failed_stage: Stage | None
-    internal_error_stage: Stage | None
-    """The stage in which the harness itself failed unexpectedly (a defect of ours, not a
-    category of the thing under test); None when it did not. Its record and every later
-    stage's are absent, and the verdict is `failed_internal`: a claim that can only make
-    the verdict worse, never hide a recorded failure before it."""
-    verdict: VerdictV1
-
-
-AnyTrialRecord = TrialRecord | TrialRecordV2 | TrialRecordV1
-"""A trial record of any version the audit reads."""
-
-
-def cancelled_stage(record: AnyTrialRecord) -> Stage | None:
-    """The stage a stop signal cancelled; never one for a `/1` record."""
-    return record.cancelled_stage if isinstance(record, TrialRecord) else None

@@ -49,31 +49,6 @@ RequestOutcome = Literal[
     "error",
 ]
 
-WorkerErrorCodeV1 = Literal[
-    "body_too_large",
-    "content_length_required",
-    "invalid_content_length",
-    "invalid_http_request",
-    "invalid_json",
-    "duplicate_key",
-    "non_finite_number",
-    "invalid_request",
-    "unsupported_tool_schema",
-    "model_not_found",
-    "context_length_exceeded",
-    "queue_full",
-    "insufficient_memory_headroom",
-    "headroom_unread",
-    "memory_pressure",
-    "deadline_exceeded",
-    "client_disconnected",
-    "shutting_down",
-    "invalid_model_output",
-    "constraint_unavailable",
-    "internal_error",
-]
-"""The error codes of worker_request/1."""
-
 WorkerErrorCode = Literal[
     "body_too_large",
     "content_length_required",
@@ -136,34 +111,6 @@ class WorkerRecord(Record):
     """OOM kills in the worker's cgroup; None when it could not be read."""
     peak_rss_bytes: ByteCount | None
     load_ms: Millis
-    duration_ms: Millis
-
-
-class WorkerRequestRecordV1(Record):
-    """Version 1: written before the worker recorded how tools reached the model; the
-    audit still reads it (`Kind.legacy`)."""
-
-    schema_: Literal["harness.receipt.worker_request/1"] = Field(
-        "harness.receipt.worker_request/1", alias="schema"
-    )
-    index: Index
-    admission: Admission
-    headroom_bytes: ByteCount | None
-    need_bytes: ByteCount
-    floor_bytes: ByteCount
-    guard_bytes: ByteCount
-    deciding_scope: DecidingScope | None
-    outcome: RequestOutcome
-    error_code: WorkerErrorCodeV1 | None
-    http_status: Annotated[int, Field(ge=100, le=599)]
-    stream: bool
-    constraint_backend: ConstraintBackend
-    prompt_tokens: Count
-    cached_prompt_tokens: Count
-    completion_tokens: Count
-    time_to_first_token_ms: Millis | None
-    decode_ms: Millis
-    min_headroom_bytes: ByteCount | None
     duration_ms: Millis
 
 

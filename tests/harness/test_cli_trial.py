@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial
 from host.vm.libvirt_backend import LibvirtBackend
 from host.vm.qemu import QemuBackend
 from receipts.vocabulary import Backend
@@ -29,7 +30,7 @@ def test_trial_drives_the_backend_it_records(backend: Backend, tmp_path: Path) -
         out_dir=tmp_path,
         backend=backend,
     )
-    assert Trial(options).backend.name == backend
+    assert Trial(options).context.backend.name == backend
     other = QemuBackend() if backend == "libvirt" else LibvirtBackend()
     with pytest.raises(ValueError, match="backend"):
         Trial(options, backend=other)

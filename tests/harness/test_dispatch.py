@@ -29,7 +29,9 @@ from harness.dispatch import (
     write_ticket,
 )
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions
+from harness.trial.context import TrialOptions
+from harness.trial.evidence import Evidence
+from harness.trial.hoststages import dispatch_stage
 from receipts.records import SourceRecord
 from tests.harness.cleanclone import clean_clone, dirt
 
@@ -209,9 +211,10 @@ def test_trial_consumes_into_the_ledger_list_reads(
         dispatch=ticket_path,
         cache=tmp_path / "cache",
     )
-    trial = Trial(options)
-    trial.stage_dispatch(_source())
-    dispatch = trial.evidence.collected().dispatch
+    evidence = Evidence()
+    evidence.put("source", _source())
+    dispatch_stage(options, evidence)
+    dispatch = evidence.collected().dispatch
     assert dispatch is not None and dispatch.category == "ok"
     digest = read_ticket(ticket_path).digest()
     assert (ledger_dir() / digest).is_file()

@@ -23,8 +23,9 @@ from receipts.bundle import (
     write_bundle,
     zip_bytes,
 )
-from receipts.records import HostStateRecordV1, HostStateRecordV2, MemoryRecord, MemorySample
+from receipts.records import MemoryRecord, MemorySample
 from receipts.records.base import Record
+from receipts.records.legacy import HostStateRecordV1, HostStateRecordV2
 from receipts.recordset import MANIFEST_NAME
 from receipts.staging import TargetExists, staged_file, staging_prefix
 from tests.receipts.builders import accepted_model_trial, replace

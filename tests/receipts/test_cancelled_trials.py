@@ -39,7 +39,8 @@ import pytest
 from receipts.audit import audit_and_read, audit_bytes
 from receipts.bundle import bundle_entries
 from receipts.canonical import canonical
-from receipts.records import TrialRecord, TrialRecordV1
+from receipts.records import TrialRecord
+from receipts.records.legacy import TrialRecordV1
 from receipts.records.trial import STAGE_ORDER
 from receipts.recordset import RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages

@@ -36,8 +36,13 @@ import pytest
 from receipts.audit import audit_and_read, audit_bytes
 from receipts.bundle import bundle_entries
 from receipts.canonical import canonical
-from receipts.records import HostStateRecord, HostStateRecordV1, HostStateRecordV2
-from receipts.records.hoststate import facet_exclusions, facet_unrelated
+from receipts.records import HostStateRecord
+from receipts.records.legacy import (
+    HostStateRecordV1,
+    HostStateRecordV2,
+    facet_exclusions,
+    facet_unrelated,
+)
 from receipts.recordset import MANIFEST_NAME
 from tests.receipts import tamper
 from tests.receipts.builders import accepted_model_trial

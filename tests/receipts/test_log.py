@@ -80,7 +80,7 @@ def test_logging_follows_stderr_after_the_configured_stream_is_closed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A stream replaced and closed after configure (a test capture, a daemonising
-    parent) used to make every later log call raise ValueError in its caller."""
+    parent) must not make every later log call raise ValueError in its caller."""
     first, second = io.StringIO(), io.StringIO()
     monkeypatch.setattr(sys, "stderr", first)
     configure_logging("json")

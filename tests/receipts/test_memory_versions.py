@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
-from receipts.records import MemoryRecord, MemoryRecordV1
+from receipts.records import MemoryRecord
+from receipts.records.legacy import MemoryRecordV1
 from tests.receipts import tamper
 
 V1 = {

@@ -97,7 +97,8 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
 
 
 def test_a_kind_picks_its_model_by_exact_schema_id() -> None:
-    from receipts.records import HostStateRecord, HostStateRecordV1, HostStateRecordV2, VmRecord
+    from receipts.records import HostStateRecord, VmRecord
+    from receipts.records.legacy import HostStateRecordV1, HostStateRecordV2
     from receipts.recordset import KIND_BY_NAME
 
     hoststate, vm = KIND_BY_NAME["hoststate"], KIND_BY_NAME["vm"]

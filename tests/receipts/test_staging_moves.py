@@ -2,7 +2,7 @@
 and what cleanup may not hide (receipts/staging.py).
 
 Why apart from test_staging.py (real filler processes): these are the refusals and
-modes a single filler meets, each of which a mutation left unguarded (issue 15).
+modes a single filler meets, each of which a mutation would otherwise leave unguarded.
 """
 
 from __future__ import annotations

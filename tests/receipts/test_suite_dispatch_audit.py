@@ -17,7 +17,8 @@ import pytest
 from receipts.audit.suite import audit_suite_and_read, dispatch_binds
 from receipts.bundle import bundle_bytes
 from receipts.records import DispatchRecord
-from receipts.records.suite import SuiteRecord, SuiteRecordV1, suite_dispatch
+from receipts.records.legacy import SuiteRecordV1, suite_dispatch
+from receipts.records.suite import SuiteRecord
 from receipts.recordset import RecordSet
 from tests.receipts.builders import replace
 from tests.receipts.test_suite_receipt import (

@@ -89,7 +89,7 @@ def test_a_missing_required_cleanup_receipt_is_never_accepted(resource: str) -> 
 
 @pytest.mark.parametrize("where", ["vm", "worker", "verifier_vm"])
 def test_an_unread_oom_count_anywhere_is_never_accepted(where: str) -> None:
-    """Each half of the OOM check (issue 15: only the VM's was tested)."""
+    """Each half of the OOM check, the VM's and the worker's and the verifier's."""
     records = _base()
     records = dataclasses.replace(
         records, **{where: replace(getattr(records, where), oom_kills=None)}

@@ -28,7 +28,8 @@ import pydantic
 import pytest
 
 from receipts.audit import audit_and_read
-from receipts.records import VerificationRecord, VerificationRecordV1, VerificationRecordV2
+from receipts.records import VerificationRecord
+from receipts.records.verification import VerificationRecordV1, VerificationRecordV2
 from tests.receipts.builders import accepted_model_trial, replace
 from tests.receipts.legacy import fixture_entries
 

@@ -9,7 +9,8 @@ import json
 
 from receipts.audit import audit_and_read
 from receipts.canonical import canonical
-from receipts.records import WorkerRequestRecord, WorkerRequestRecordV1
+from receipts.records import WorkerRequestRecord
+from receipts.records.legacy import WorkerRequestRecordV1
 from tests.receipts import tamper
 
 ENTRY = "worker_requests/000000.json"

@@ -26,7 +26,7 @@ print(report.tail)
 def test_run_as_drops_the_callers_supplementary_groups(tmp_path: Path) -> None:
     """The command runs as the given uid and gid with no supplementary group: the
     caller's groups (here 4242 and 4243) would otherwise reach files the uid cannot.
-    Mutation control (issue 15's survivor): `os.setgroups([])` removed from the run_as
+    Mutation control: `os.setgroups([])` removed from the run_as
     branch of guest/tools/confine.py keeps 4242 4243 and fails this test."""
     tmp_path.chmod(0o755)
     result = subprocess.run(

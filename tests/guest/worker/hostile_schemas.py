@@ -1,4 +1,4 @@
-"""The hostile tool schemas of issue 14, shared by the unit and the HTTP tests."""
+"""Hostile tool schemas, shared by the unit and the HTTP tests."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def fan_out_instance(width: int = 8, levels: int = 4) -> dict[str, Any]:
 
 
 def nested(depth: int) -> dict[str, Any]:
-    """An object schema nested *depth* levels deep (issue 14 used 100 and more)."""
+    """An object schema nested *depth* levels deep (the tests use 100 and more)."""
     schema: dict[str, Any] = {"type": "string"}
     for _ in range(depth):
         schema = {"type": "object", "properties": {"a": schema}}

@@ -1,4 +1,4 @@
-"""Issue 14's hostile clients, replayed over real HTTP against a real worker process.
+"""Hostile clients, replayed over real HTTP against a real worker process.
 
 Each case gets a closed answer (an OpenAI-shaped JSON error with a stable code), a
 request record where there was a request, no gap in the record index, and the worker
@@ -162,7 +162,7 @@ def test_parsing_and_compiling_never_block_the_event_loop(
 def test_bodies_with_too_many_json_values_are_refused_before_parsing(
     shared_worker: Worker,
 ) -> None:
-    """600,000 objects (6.6 MB) used to stall the event loop for 1.4 s in the parser."""
+    """600,000 objects (6.6 MB) must not stall the event loop (1.4 s in a plain parser)."""
     for raw in (
         json.dumps(with_tools(tool(many_nodes(1_800_000)))).encode(),
         json.dumps({**GOOD, "x": [0] * 1_100_000}).encode(),
@@ -377,7 +377,7 @@ def test_body_to_an_endpoint_that_reads_none_is_cut_off(
 def test_unfinished_large_uploads_do_not_grow_memory(
     worker_factory: Callable[..., Worker],
 ) -> None:
-    """Issue 14: 50 unfinished 7.9 MB uploads added 368 MB. A body is read only with a
+    """50 unfinished 7.9 MB uploads would add 368 MB. A body is read only with a
     queue slot (1 + queue depth = 5 here); the rest are refused 429 before their body."""
     worker = worker_factory()
     base = rss_bytes(worker.pid)

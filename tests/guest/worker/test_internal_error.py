@@ -1,8 +1,9 @@
 """The chat endpoint's last line of defence: an exception nobody anticipated.
 
-Issue 14 found two (a RecursionError in `check_schema`, a UnicodeEncodeError in the
-tokenizer) that ended as uvicorn's `text/plain` 500 with no request record, leaving a gap
-in the record index. Both have their own closed answers now; this test covers the next
+Two are known (a RecursionError in `check_schema`, a UnicodeEncodeError in the
+tokenizer); unhandled, each would end as uvicorn's `text/plain` 500 with no request
+record, leaving a gap in the record index. Both have their own closed answers; this
+test covers the next
 one, by making a real dependency of the endpoint (the tool preparer, on a real tiny
 model) raise, in process, and checks the answer is a JSON 500 with a record.
 """

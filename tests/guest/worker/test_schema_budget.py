@@ -1,4 +1,4 @@
-"""The compile bounds of issue 14, on the compiler itself: memoized `$ref`s, the depth a
+"""The schema compile bounds, on the compiler itself: memoized `$ref`s, the depth a
 memoized target adds, the unit budget, the deadline, one compile for both grammars,
 and the iterative shape check that runs before anything recursive."""
 

@@ -16,13 +16,9 @@ import pytest
 
 from harness.cli import main
 from harness.profiles import ProfileError, load_profile
-from harness.profiles.budgets import (
-    MIB,
-    REQUEST_NEED_BOUND,
-    budget_contradiction,
-    profile_contradiction,
-)
+from harness.profiles.budgets import MIB, REQUEST_NEED_BOUND, budget_contradiction
 from harness.profiles.load import PROFILES_DIR
+from harness.profiles.model import profile_contradiction
 from tests.harness.profiles.test_load import _to_toml
 
 GIB = 1 << 30

@@ -26,7 +26,7 @@ import pytest
 from harness.dispatch import read_ticket
 from receipts.audit.suite import audit_suite_and_read
 from receipts.records import DispatchRecord, TrialRecord
-from receipts.records.suite import suite_dispatch
+from receipts.records.legacy import suite_dispatch
 from tests.harness.cleanclone import clean_clone, dirt
 from tests.harness.suite.slurmcluster import slurm_up
 

@@ -12,9 +12,12 @@ import asyncio
 from pathlib import Path
 
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.stage import TrialState
 from host.release import CleanupResult
 from receipts.audit import audit_and_read
+from receipts.ownership import GUEST_OWNS
 from receipts.records import ToolCallRecord, TrialRecord
 from receipts.records.trial import Stage
 from receipts.recordset import RecordSet
@@ -36,7 +39,7 @@ def _own_the_records_resources(trial: Trial, records: RecordSet) -> None:
             if c.resource != "trial_scratch"  # the trial releases its own, for real
         )
 
-    trial.owned.register("qemu_process", release)  # stands for all of them
+    trial.owned.owner(GUEST_OWNS["qemu"]).register("qemu_process", release)  # stands for all
 
 
 def _trial(tmp_path: Path) -> Trial:
@@ -52,7 +55,7 @@ def _trial(tmp_path: Path) -> Trial:
     records = accepted_scripted_trial()
     reached_agent = asyncio.Event()
 
-    async def stages(scratch: Path) -> None:
+    async def stages(state: TrialState) -> None:
         for name in BEFORE_AGENT:
             trial.evidence.put(name, getattr(records, name))
         _own_the_records_resources(trial, records)
@@ -126,13 +129,13 @@ def test_a_signal_during_teardown_cancels_nothing(tmp_path: Path) -> None:
         trial.cancel("SIGTERM")
         return (CleanupResult("scratch_dir", "confirmed", "file_absent", 1),)
 
-    async def stages(scratch: Path) -> None:
+    async def stages(state: TrialState) -> None:
         for name in (*BEFORE_AGENT, "agent", "verification"):
             trial.evidence.put(name, getattr(records, name))
         _own_the_records_resources(trial, records)
         calls = tuple(c for c in records.tool_calls if isinstance(c, ToolCallRecord))
         trial.evidence.turns, trial.evidence.tool_calls = records.agent_turns, calls
-        trial.owned.register("scratch_dir", release)
+        trial.owned.owner(GUEST_OWNS["qemu"]).register("scratch_dir", release)
 
     trial.stages = stages  # type: ignore[method-assign]
     result = asyncio.run(trial.run())

@@ -20,9 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.trial.context import TrialOptions
 from harness.trial.pipeline import Trial
+from harness.trial.stage import StageAction, TrialState
 from host.cgroups import Cgroup, detect, spawn_in_cgroup
 from host.vm.lease import TrialLease
+from tests.harness.trial.stagetable import around
 from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records
 
 pytestmark = pytest.mark.integration
@@ -49,7 +52,10 @@ class NeighbourAppearsDuringAgent(Trial):
     """In how many cgroup hierarchies the neighbour's cgroup appears (v1: one per
     controller mount; each is one entry of the cgroups facet)."""
 
-    async def stage_agent(self) -> None:
+    def __init__(self, options: TrialOptions) -> None:
+        super().__init__(options, stages=around("agent", self._agent))
+
+    async def _agent(self, state: TrialState, run: StageAction) -> None:
         if self.hold_lease:
             self.lease = TrialLease(self.options.cache / "trials", self.other_tag)
             self.lease.acquire()
@@ -64,8 +70,8 @@ class NeighbourAppearsDuringAgent(Trial):
         assert self.listener.stdout.readline() == b"listening\n"
         self.listener.wait()  # the listener is its detached child
         if self.leak_own:
-            self.leaked = hierarchy.create(f"worker-{self.tag}")
-        await super().stage_agent()
+            self.leaked = hierarchy.create(f"worker-{self.context.tag}")
+        await run(state)
 
     def neighbour_gone(self) -> None:
         if self.leaked is not None:

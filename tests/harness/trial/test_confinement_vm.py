@@ -17,10 +17,13 @@ import pytest
 
 from guest.tools.sandbox import AGENT_CGROUP, AGENT_UID, PRIVATE_DIRS, CgroupLimits
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.stage import StageAction, TrialState
 from receipts.audit import audit_and_read
 from receipts.records import AgentRecord
 from receipts.recordset import RecordSet
+from tests.harness.trial.stagetable import around
 from tests.harness.trial.test_trial_vm import _no_qemu_left
 
 pytestmark = pytest.mark.integration
@@ -111,21 +114,24 @@ class GuestReadAfterAgent(Trial):
     agent_cgroup: str = ""
     site: str = ""
 
-    async def stage_agent(self) -> None:
+    def __init__(self, options: TrialOptions) -> None:
+        super().__init__(options, stages=around("agent", self._agent))
+
+    async def _agent(self, state: TrialState, run: StageAction) -> None:
         try:
-            await super().stage_agent()
+            await run(state)
         finally:
-            read = await self.run_in_guest("cat /work/workspace/cheat-results.txt", 30.0)
+            read = await self.guests.agent.run("cat /work/workspace/cheat-results.txt", 30.0)
             self.results = read.stdout.decode()
-            procs = await self.run_in_guest(
+            procs = await self.guests.agent.run(
                 f"grep -l '^Uid:.*\\b{AGENT_UID}\\b' /proc/[0-9]*/status | wc -l", 30.0
             )
             self.agent_processes = procs.stdout.decode().strip()
-            group = await self.run_in_guest(
+            group = await self.guests.agent.run(
                 f"test -e {AGENT_CGROUP} && echo present || echo gone", 30.0
             )
             self.agent_cgroup = group.stdout.decode().strip()
-            site = await self.run_in_guest(
+            site = await self.guests.agent.run(
                 "cat /usr/lib/python3*/sitecustomize.py /usr/local/lib/python3*/dist-packages/"
                 "sitecustomize.py 2>/dev/null | grep -c 'import os' || true",
                 30.0,

@@ -1,9 +1,9 @@
 """A read-only disk that cannot be written on the host is the VM stage's own closed
 category (`data_disk_failed`), and the trial's receipt says so and audits valid.
 
-Before: an OSError while copying the disk's tree was recorded as `qemu_start_failed`
-(QEMU never ran), and an ImageError from building its ext4 image escaped the stage as
-a defect of the harness (`failed_internal`, exit 4). No VM: both failures happen on
+Neither is `qemu_start_failed` (QEMU never ran) nor a defect of the harness
+(`failed_internal`, exit 4): an OSError while copying the disk's tree and an ImageError
+from building its ext4 image are both this category. No VM: both failures happen on
 the host before QEMU would start.
 """
 
@@ -17,10 +17,13 @@ from typing import Any, cast
 import pytest
 
 from harness.profiles import load_profile
+from harness.trial.context import TrialOptions
+from harness.trial.guestboot import AgentDisk
 from harness.trial.owned import OwnedResources
-from harness.trial.pipeline import Trial, TrialOptions
+from harness.trial.pipeline import Trial
 from harness.trial.vmstage import DiskPlan, VmHandle, VmStageFailed, _boot
 from receipts.claim import claim
+from receipts.ownership import GUEST_OWNS
 from receipts.recordset import RecordSet
 from tests.receipts.builders import accepted_scripted_trial, replace, with_changes
 
@@ -28,13 +31,13 @@ TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
 SOLUTION = TASKS / "py-one-line-fix" / "scripts" / "solution.json"
 
 
-class _DiskFull(Trial):
+class _DiskFull(AgentDisk):
     """The host's disk fills while the read-only disk's tree is copied."""
 
     def build_runtimes(self) -> None:
         return None
 
-    def data_source(self, scratch: Path) -> Path:
+    def data_source(self) -> Path:
         raise OSError(errno.ENOSPC, "No space left on device")
 
 
@@ -48,7 +51,8 @@ def test_a_tree_that_cannot_be_copied_is_data_disk_failed(tmp_path: Path) -> Non
         cache=tmp_path / "cache",
     )
     with pytest.raises(VmStageFailed) as failed:
-        asyncio.run(_DiskFull(options).disk_plan(tmp_path, "tcg"))
+        trial = Trial(options)
+        asyncio.run(_DiskFull(trial.context, tmp_path, trial.prepared).plan("tcg"))
     assert failed.value.category == "data_disk_failed"
 
 
@@ -69,7 +73,7 @@ def test_an_image_that_cannot_be_built_is_data_disk_failed(tmp_path: Path) -> No
                 accelerator=("tcg", "forced_by_flag"),
                 disk_plan=DiskPlan(tmp_path / "not-a-tree", None),
                 memory_mib=512,
-                owned=OwnedResources(),
+                owner=OwnedResources().owner(GUEST_OWNS["qemu"]),
             )
         )
     assert (failed.value.category, failed.value.handle) == ("data_disk_failed", handle)

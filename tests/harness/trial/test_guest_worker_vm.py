@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import Profile, load_profile
+from harness.trial.context import TrialOptions
 from harness.trial.guestworker import CGROUP, GuestWorker
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.stage import StageAction, TrialState
 from receipts.audit import audit_and_read
 from receipts.recordset import RecordSet
+from tests.harness.trial.stagetable import around
 
 pytestmark = pytest.mark.integration
 
@@ -67,12 +70,15 @@ class BudgetRecordingTrial(Trial):
     memory_max: bytes = b""
     listeners: str = ""
 
-    async def stage_agent(self) -> None:
-        limit = await self.run_in_guest(f"cat {CGROUP}/memory.max", 30.0)
+    def __init__(self, options: TrialOptions) -> None:
+        super().__init__(options, stages=around("agent", self._agent))
+
+    async def _agent(self, state: TrialState, run: StageAction) -> None:
+        limit = await self.guests.agent.run(f"cat {CGROUP}/memory.max", 30.0)
         self.memory_max = limit.stdout.strip()
-        tcp = await self.run_in_guest("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", 30.0)
+        tcp = await self.guests.agent.run("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", 30.0)
         self.listeners = tcp.stdout.decode()
-        await super().stage_agent()
+        await run(state)
 
 
 async def test_model_driven_trial_with_the_worker_in_the_guest(tmp_path: Path) -> None:
@@ -99,10 +105,16 @@ async def test_model_driven_trial_with_the_worker_in_the_guest(tmp_path: Path) -
 
 
 class WorkerKilledBeforeAgent(Trial):
-    async def stage_agent(self) -> None:
-        assert isinstance(self.worker, GuestWorker) and self.worker.process is not None
-        await self.run_in_guest(f"kill -KILL {self.worker.process.pid}", 30.0)
-        await super().stage_agent()
+    def __init__(self, options: TrialOptions) -> None:
+        super().__init__(options, stages=around("agent", self._agent))
+
+    async def _agent(self, state: TrialState, run: StageAction) -> None:
+        assert (
+            isinstance(self.prepared.worker, GuestWorker)
+            and self.prepared.worker.process is not None
+        )
+        await self.guests.agent.run(f"kill -KILL {self.prepared.worker.process.pid}", 30.0)
+        await run(state)
 
 
 async def test_worker_killed_in_the_guest_is_named_and_cleaned_up(tmp_path: Path) -> None:

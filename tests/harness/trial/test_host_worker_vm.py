@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import load_profile
+from harness.trial.context import TrialOptions
 from harness.trial.hostworker import HostWorker
-from harness.trial.pipeline import Trial, TrialOptions
+from harness.trial.pipeline import Trial
+from harness.trial.stage import StageAction, TrialState
+from tests.harness.trial.stagetable import around
 from tests.harness.trial.test_trial_vm import _no_leftovers, _records
 
 pytestmark = pytest.mark.integration
@@ -30,23 +33,29 @@ class WorkerEndsDuringAgent(Trial):
     in_worker_cgroup = False
 
     async def _end_worker(self) -> None:
-        assert isinstance(self.worker, HostWorker) and self.worker.process is not None
+        assert (
+            isinstance(self.prepared.worker, HostWorker)
+            and self.prepared.worker.process is not None
+        )
         deadline = asyncio.get_running_loop().time() + FIRST_REQUEST_DEADLINE_S
         while asyncio.get_running_loop().time() < deadline:
-            records = self.worker.process.records
+            records = self.prepared.worker.process.records
             if records.exists() and records.read_bytes().strip():
                 break
             await asyncio.sleep(0.05)
-        pid = self.worker.process.popen_pid
+        pid = self.prepared.worker.process.popen_pid
         cgroups = Path(f"/proc/{pid}/cgroup").read_text()
-        self.in_worker_cgroup = f"/worker-{self.tag}\n" in cgroups
+        self.in_worker_cgroup = f"/worker-{self.context.tag}\n" in cgroups
         os.kill(pid, self.signum)
         self.sent_during_agent = True
 
-    async def stage_agent(self) -> None:
+    def __init__(self, options: TrialOptions) -> None:
+        super().__init__(options, stages=around("agent", self._agent))
+
+    async def _agent(self, state: TrialState, run: StageAction) -> None:
         ender = asyncio.create_task(self._end_worker())
         try:
-            await super().stage_agent()
+            await run(state)
         finally:
             if not ender.done():
                 ender.cancel()  # the agent ended before a first request was recorded
@@ -78,8 +87,10 @@ async def test_host_worker_ending_during_the_agent_is_worker_exited(
     result = await trial.run()
     assert trial.sent_during_agent, "the signal was sent while the agent ran"
     assert trial.in_worker_cgroup, "the PID signalled was the worker in its cgroup"
-    assert isinstance(trial.worker, HostWorker) and trial.worker.process is not None
-    assert trial.worker.process.exit_status == exit_status
+    assert (
+        isinstance(trial.prepared.worker, HostWorker) and trial.prepared.worker.process is not None
+    )
+    assert trial.prepared.worker.process.exit_status == exit_status
     assert result.valid
     records = _records(result)
     assert (records.trial.placement, records.trial.channel) == ("host", "guestfwd_unix")

@@ -64,8 +64,9 @@ def test_a_new_listening_socket_is_a_change() -> None:
 
 
 def test_a_trial_without_loopback_stops_at_preflight_with_its_fix(tmp_path: Path) -> None:
-    """`unshare -n harness trial` used to boot a guest and end `vm: ssh_timeout` after
-    two minutes; now preflight names the cause and the fix, in a receipt that audits."""
+    """`unshare -n harness trial` (no loopback) stops at preflight, which names the cause
+    and the fix in a receipt that audits, rather than booting a guest and ending
+    `vm: ssh_timeout` two minutes later."""
     harness = Path(sys.executable).with_name("harness")
     done = subprocess.run(
         ["unshare", "-n", str(harness), "trial", "--profile", "tiny", "--out", str(tmp_path)],

@@ -12,7 +12,8 @@ from rich.console import Console
 
 from harness.commands import trial as trial_command
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial
 from harness.trial.progress import LiveProgress, LogProgress, StageTimer, render
 
 

@@ -1,6 +1,6 @@
 """The headline profile at its real size: qwen4b from a full-size snapshot to a receipt.
 
-Why: issue 17's trial failed on the real size only (every request refused for memory
+Why: a qwen4b trial can fail on the real size only (every request refused for memory
 headroom); the tiny and smollm2 trials cannot show it. This runs the qwen4b pipeline on
 a synthesized full-size Qwen3-4B snapshot (benchmarks/qwen4b_snapshot.py: 8.05 GB bf16,
 3 shards, tied embeddings, the real vocabulary): `pin` and `prepare` as the CLI runs
@@ -42,10 +42,13 @@ import pytest
 
 from benchmarks.qwen4b_prepare import drop_cache, measure
 from harness.profiles import Profile, load_profile
+from harness.trial.context import TrialOptions
 from harness.trial.hostworker import HostWorker
-from harness.trial.pipeline import Trial, TrialOptions
+from harness.trial.pipeline import Trial
+from harness.trial.stage import StageAction, TrialState
 from receipts.audit import audit_and_read
 from receipts.records import MemoryRecord
+from tests.harness.trial.stagetable import around
 
 pytestmark = [pytest.mark.integration, pytest.mark.qwen4b_real, pytest.mark.timeout(5400)]
 
@@ -82,7 +85,7 @@ class TimedTrial(Trial):
     each admission."""
 
     def __init__(self, options: TrialOptions) -> None:
-        super().__init__(options)
+        super().__init__(options, stages=around("agent", self._agent))
         self.origin: float | None = None
         self.windows: list[tuple[str, int, int]] = []
         self.request_seen_ms: list[int] = []
@@ -112,17 +115,21 @@ class TimedTrial(Trial):
 
     async def _watch_requests(self) -> None:
         while True:
-            process = self.worker.process if isinstance(self.worker, HostWorker) else None
+            process = (
+                self.prepared.worker.process
+                if isinstance(self.prepared.worker, HostWorker)
+                else None
+            )
             if process is not None and process.records.exists():
                 lines = process.records.read_bytes().count(b"\n")
                 while len(self.request_seen_ms) < lines:
                     self.request_seen_ms.append(self._ms())
             await asyncio.sleep(0.25)
 
-    async def stage_agent(self) -> None:
+    async def _agent(self, state: TrialState, run: StageAction) -> None:
         watcher = asyncio.create_task(self._watch_requests())
         try:
-            await super().stage_agent()
+            await run(state)
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)

@@ -2,9 +2,8 @@
 
 Each scripted agent leaves `stats.py` unfixed, writes one test file into the visible
 `tests/` and calls `run_tests`, so the file runs as agent code in the agent's guest.
-Each hack targets the hidden tests the verifier will run (issue 13 saw both turn an
-unfixed task into `accepted` with a valid receipt when verification ran in the agent's
-guest):
+Each hack targets the hidden tests the verifier will run (both turn an unfixed task
+into `accepted` with a valid receipt if verification runs in the agent's guest):
 
 - a process that outlives the call (`start_new_session`) and, when the verifier's test
   process (uid 65534) appears, stops it, rewrites the hidden tests in its working

@@ -1,7 +1,8 @@
 """Faults injected into whole trials in a real QEMU guest (TCG here).
 
-Each fault is injected the way the existing QEMU-kill test does it: a Trial subclass
-that does the damage at a fixed point of a stage, then lets the real stage run. Each
+Each fault is injected the way the existing QEMU-kill test does it: the trial's stage
+table with one stage wrapped (stagetable.py), or a guest that does the damage at a
+fixed point of a stage, then lets the real stage run. Each
 must end with its named, closed category, every cleanup receipt confirmed, no QEMU of
 the trial left, and a receipt that `harness audit` accepts (exit 0).
 """
@@ -16,9 +17,13 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import Profile
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
-from harness.trial.vmstage import VmHandle
+from harness.trial.context import TrialOptions
+from harness.trial.guests import Guest
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.stage import StageAction, TrialState
+from harness.trial.verification import Verification
 from host.ssh import CommandResult
+from tests.harness.trial.stagetable import around, before
 from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records
 
 pytestmark = pytest.mark.integration
@@ -63,13 +68,10 @@ def _over_budget(profile: Profile, qemu_limit: int) -> Profile:
     return profile.model_copy(update={"memory": memory})
 
 
-class GuestOutgrowsQemuBudget(Trial):
+async def guest_outgrows_qemu_budget(state: TrialState) -> None:
     """A guest process commits more memory than QEMU's cgroup allows: the host's OOM
     killer ends QEMU while the agent stage runs."""
-
-    async def stage_agent(self) -> None:
-        await self.run_in_guest(HOG, 300.0)
-        await super().stage_agent()
+    await state.guests.agent.run(HOG, 300.0)
 
 
 async def test_qemu_over_its_budget_is_failed_oom(tmp_path: Path) -> None:
@@ -83,7 +85,7 @@ async def test_qemu_over_its_budget_is_failed_oom(tmp_path: Path) -> None:
         out_dir=options.out_dir,
         accel=options.accel,
     )
-    result = await GuestOutgrowsQemuBudget(options).run()
+    result = await Trial(options, stages=before("agent", guest_outgrows_qemu_budget)).run()
     assert (result.valid, result.verdict) == (True, "failed_oom")
     records = _records(result)
     assert records.trial.failed_stage == "vm"
@@ -95,28 +97,25 @@ async def test_qemu_over_its_budget_is_failed_oom(tmp_path: Path) -> None:
     _audits_by_cli(result)
 
 
-class DiskFillsBeforeTheAgentWrites(Trial):
+class DiskFillsBeforeTheAgentWrites(Guest):
     """The guest's disk is filled to ENOSPC just before the agent runs: its edit and its
     own record cannot be written."""
 
     left: bytes = b""
 
-    async def run_in_guest(
-        self,
-        command: str,
-        deadline_s: float,
-        stdin: bytes | None = None,
-        handle: VmHandle | None = None,
+    async def run(
+        self, command: str, deadline_s: float, stdin: bytes | None = None
     ) -> CommandResult:
         if "guest.agent" in command:
-            self.left = (await super().run_in_guest(FILL, 600.0)).stdout
-        return await super().run_in_guest(command, deadline_s, stdin, handle)
+            self.left = (await super().run(FILL, 600.0)).stdout
+        return await super().run(command, deadline_s, stdin)
 
 
 async def test_guest_disk_full_is_named(tmp_path: Path) -> None:
-    trial = DiskFillsBeforeTheAgentWrites(_options(tmp_path, "py-one-line-fix", "solution"))
+    trial = Trial(_options(tmp_path, "py-one-line-fix", "solution"))
+    guest = trial.guests.agent = DiskFillsBeforeTheAgentWrites()
     result = await trial.run()
-    assert trial.left.strip() == b"0", "the injection really filled the disk"
+    assert guest.left.strip() == b"0", "the injection really filled the disk"
     assert (result.valid, result.verdict) == (True, "failed_vm")
     records = _records(result)
     assert records.vm.category == "guest_disk_full"
@@ -125,15 +124,14 @@ async def test_guest_disk_full_is_named(tmp_path: Path) -> None:
     _audits_by_cli(result)
 
 
-class ConnectionDropsBeforeAgent(Trial):
-    async def stage_agent(self) -> None:
-        await self.run_in_guest(DROP_OUR_CONNECTION, 30.0)
-        await asyncio.sleep(3.0)
-        await super().stage_agent()
+async def connection_drops(state: TrialState) -> None:
+    await state.guests.agent.run(DROP_OUR_CONNECTION, 30.0)
+    await asyncio.sleep(3.0)
 
 
 async def test_ssh_dropped_while_qemu_runs(tmp_path: Path) -> None:
-    trial = ConnectionDropsBeforeAgent(_options(tmp_path, "py-one-line-fix", "solution"))
+    options = _options(tmp_path, "py-one-line-fix", "solution")
+    trial = Trial(options, stages=before("agent", connection_drops))
     result = await trial.run()
     assert (result.valid, result.verdict) == (True, "failed_vm")
     records = _records(result)
@@ -144,21 +142,27 @@ async def test_ssh_dropped_while_qemu_runs(tmp_path: Path) -> None:
     _audits_by_cli(result)
 
 
-class VerifiesAnotherTask(Trial):
+class VerifiesAnotherTask(Verification):
     """The verification guest is sent a task that differs from the pinned one by one
     comment line."""
 
-    def verifier_source(self, scratch: Path, workspace: Path) -> Path:
-        root = super().verifier_source(scratch, workspace)
-        hidden = next((root / "task" / self.options.task / "hidden_tests").glob("test_*.py"))
+    def verifier_source(self, workspace: Path) -> Path:
+        root = super().verifier_source(workspace)
+        task = self.context.options.task
+        hidden = next((root / "task" / task / "hidden_tests").glob("test_*.py"))
         hidden.write_text(hidden.read_text() + "\n# not the pinned task\n")
         return root
+
+
+async def _verify_another_task(state: TrialState, _run: StageAction) -> None:
+    await VerifiesAnotherTask.of(state).run()
 
 
 async def test_verification_of_another_task_is_runner_error(tmp_path: Path) -> None:
     """Mutation control for the task_sha256 cross-check: without it this trial would be
     accepted (the changed task still passes)."""
-    trial = VerifiesAnotherTask(_options(tmp_path / "out", "py-one-line-fix", "solution"))
+    options = _options(tmp_path / "out", "py-one-line-fix", "solution")
+    trial = Trial(options, stages=around("verification", _verify_another_task))
     result = await trial.run()
     assert (result.valid, result.verdict) == (True, "failed_verification")
     records = _records(result)
@@ -167,17 +171,16 @@ async def test_verification_of_another_task_is_runner_error(tmp_path: Path) -> N
     _no_leftovers(result)
 
 
-class CrashesInTheAgentStage(Trial):
+async def crashes_in_the_agent_stage(state: TrialState, _run: StageAction) -> None:
     """A defect of ours: an exception that is no stage's named failure, raised while the
     VM, its cgroup, disks, keys and port are all held."""
-
-    async def stage_agent(self) -> None:
-        await self.run_in_guest("true", 30.0)
-        raise RuntimeError("injected harness defect")
+    await state.guests.agent.run("true", 30.0)
+    raise RuntimeError("injected harness defect")
 
 
 async def test_unexpected_exception_is_failed_internal(tmp_path: Path) -> None:
-    result = await CrashesInTheAgentStage(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    options = _options(tmp_path, "py-one-line-fix", "solution")
+    result = await Trial(options, stages=around("agent", crashes_in_the_agent_stage)).run()
     assert (result.valid, result.verdict) == (True, "failed_internal")
     records = _records(result)
     assert records.trial.internal_error_stage == "agent"

@@ -8,16 +8,20 @@ import signal
 import subprocess
 import sys
 import zipfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.profiles import load_profile
-from harness.trial.pipeline import Trial, TrialOptions, TrialResult
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial, TrialResult
+from harness.trial.stage import TrialState
 from host.vm.qemu import QemuVm
 from receipts.audit import audit_and_read, audit_bytes
 from receipts.canonical import canonical
+from tests.harness.trial.stagetable import before
 from tests.receipts import tamper
 
 pytestmark = pytest.mark.integration
@@ -67,8 +71,8 @@ def _no_qemu_left(trial_id: str) -> None:
 
 def _each_cleanup_receipt_is_required(receipt: Path) -> None:
     """Drop one cleanup receipt of each kind from this real receipt (re-indexed, manifest
-    recomputed): the audit refuses every one as `cleanup_missing` (issue 15: before,
-    dropping the qemu_process receipt still audited valid with the same verdict).
+    recomputed): the audit refuses every one as `cleanup_missing` (a receipt without
+    its qemu_process receipt must not audit valid with the same verdict).
     Except `trial_scratch`: no record of a trial/2 receipt says the scratch was made,
     so its receipt is not required (receipts/cleanupset.py says why; a known gap)."""
     with zipfile.ZipFile(receipt) as archive:
@@ -109,31 +113,28 @@ async def test_scripted_wrong_edit_is_task_incomplete(tmp_path: Path) -> None:
     _no_leftovers(result)
 
 
-class QemuKilledBeforeAgent(Trial):
-    async def stage_agent(self) -> None:
-        assert self.vm is not None and isinstance(self.vm.vm, QemuVm)
-        assert self.vm.vm.process is not None
-        os.kill(self.vm.vm.process.pid, signal.SIGKILL)
-        await super().stage_agent()
+async def qemu_killed_before_agent(state: TrialState) -> None:
+    handle = state.guests.agent.handle
+    assert handle is not None and isinstance(handle.vm, QemuVm)
+    assert handle.vm.process is not None
+    os.kill(handle.vm.process.pid, signal.SIGKILL)
 
 
-class SshdKilledBeforeAgent(Trial):
+async def sshd_killed_before_agent(state: TrialState) -> None:
     """sshd runs as the guest's PID 1: killing it panics the guest and -no-reboot ends
     QEMU, so this fault is (truthfully) qemu_exited; ssh_dropped has no deterministic test."""
-
-    async def stage_agent(self) -> None:
-        await self.run_in_guest("pkill -KILL sshd || true", 30.0)
-        await super().stage_agent()
+    await state.guests.agent.run("pkill -KILL sshd || true", 30.0)
 
 
 @pytest.mark.parametrize(
-    ("trial", "category"),
-    [(QemuKilledBeforeAgent, "qemu_exited"), (SshdKilledBeforeAgent, "qemu_exited")],
+    ("fault", "category"),
+    [(qemu_killed_before_agent, "qemu_exited"), (sshd_killed_before_agent, "qemu_exited")],
 )
 async def test_injected_faults_are_named_and_cleaned_up(
-    tmp_path: Path, trial: type[Trial], category: str
+    tmp_path: Path, fault: Callable[[TrialState], Awaitable[None]], category: str
 ) -> None:
-    result = await trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    options = _options(tmp_path, "py-one-line-fix", "solution")
+    result = await Trial(options, stages=before("agent", fault)).run()
     assert result.valid
     assert result.verdict == "failed_vm"
     records = _records(result)
@@ -145,8 +146,8 @@ async def test_injected_faults_are_named_and_cleaned_up(
 async def test_an_agent_that_crashes_in_the_guest_is_named(tmp_path: Path) -> None:
     """A script that is no list of steps: the real guest.agent raises ScriptError before its
     loop starts and exits 1 without writing agent.json (the host does not read a script's
-    content). Before, the agent stage ended with no record and the receipt did not audit
-    (record_missing); now the agent record is the host's `exited_nonzero` reading."""
+    content). The agent record is then the host's `exited_nonzero` reading, and the
+    receipt audits (without it: no agent record, record_missing)."""
     script = tmp_path / "not-a-list.json"
     script.write_text('{"tool": "finish"}', encoding="utf-8")
     options = _options(tmp_path, "py-one-line-fix", "solution")

@@ -1,4 +1,4 @@
-"""Tiny checkpoints with the shapes where we used to differ from llama.cpp's converter.
+"""Tiny checkpoints with the shapes where our converter could differ from llama.cpp's.
 
 Each builder takes a freshly synthesized tiny checkpoint (Qwen3 or Llama, as named)
 and reshapes it in place. Used by ``test_llamacpp_divergences.py`` (expectations from

@@ -4,7 +4,7 @@
 Why apart from test_onepass: those tests run the converter, which only ever hands the
 check correct chunks (or one wrong byte of an encoded one). A converter with a bug
 hands it anything; each refusal here is one such chunk, and each would pass unnoticed
-if that part of the check were gone (found by mutation, issue 15).
+if that part of the check were gone (each found by mutation).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shapes where our converter used to differ from llama.cpp's ``convert_hf_to_gguf.py``.
+"""Shapes where our converter could differ from llama.cpp's ``convert_hf_to_gguf.py``.
 
 llama.cpp's converter needs torch, which the project does not install, so each case
 states the expectation its code gives, with the function and line in the pinned

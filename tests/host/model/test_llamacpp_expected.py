@@ -1,4 +1,4 @@
-"""Our converter against llama.cpp's converter output, stored (issue 17's divergences).
+"""Our converter against llama.cpp's converter output, stored (its known divergences).
 
 Why stored: llama.cpp's ``convert_hf_to_gguf.py`` needs torch, which the project does not
 install, so its outputs for the divergence cases (tests/host/model/divergence_cases.py:
@@ -58,7 +58,7 @@ def test_ours_equals_llamacpp(
 
 
 def test_the_three_divergences_are_in_the_expectation() -> None:
-    """What llama.cpp wrote for the three shapes issue 17 found us differing on."""
+    """What llama.cpp wrote for the three shapes where our converter could differ."""
     tied = EXPECTED["qwen3-tied-lm-head"]["outtypes"]["bf16"]
     assert tied["tensors"][0][0] == "output.weight"  # lm_head kept, sorted first
     mixed = EXPECTED["qwen3-mixed-dtypes"]["outtypes"]["bf16"]

@@ -1,4 +1,4 @@
-"""One pass over the source (issue 17): each shard hashed in the reads that convert it,
+"""One pass over the source: each shard hashed in the reads that convert it,
 the GGUF checked as it is written, and every refusal still a named pin or data refusal.
 
 Real checkpoints (the synthesized tiny Qwen3 and its mixed-dtype variant), the real

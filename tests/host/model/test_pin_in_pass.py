@@ -1,4 +1,4 @@
-"""Pin and prepare in one pass (`harness model prepare --pin`, issue 17): the pins are the
+"""Pin and prepare in one pass (`harness model prepare --pin`): the pins are the
 digests of the very reads that convert the snapshot, and every check a prepare against
 earlier pins makes still holds.
 

@@ -4,7 +4,7 @@ bounded size, at most two chunks waiting for the hash, and the GGUF read once.
 Why: verification of an 8 GB GGUF must fit beside the trial's other budgets, and its
 digest is claimed to be "of the bytes that were checked" in one pass. A change that
 keeps every verdict but reads the file twice, or a tensor whole, passes every test of
-the verdicts (found by mutation, issue 15).
+the verdicts (found by mutation).
 """
 
 from __future__ import annotations

@@ -37,6 +37,6 @@ def test_vm_facts_become_a_vm_record_with_budgets() -> None:
     record = facts.to_record("ok", memory_limit_bytes=2 << 30, swap_limit_bytes=0)
     assert record.memory_limit_bytes == 2 << 30 and record.accelerator == "tcg"
     with pytest.raises(ValueError):
-        facts.to_record("ok", free_text="no")
+        facts.to_record("ok", free_text="no")  # type: ignore[call-arg]  # refused at run time too
     with pytest.raises(ValidationError):
         VmFacts(**{**facts.__dict__, "host_key_sha256": "xyz"}).to_record("ok")

@@ -1,0 +1,413 @@
+"""Older versions of the record kinds: read by the audit, never written.
+
+A receipt written by an older harness stays auditable. Each old version is its own
+closed model, so a record carrying another version's fields, or missing its own, is
+refused like any other malformed record. `LEGACY` lists a trial's by record kind (the
+receipt's entry name; receipts/recordset.py reads it); `suite.json`'s one old version is
+read by receipts/audit/suite.py. The bundle writer refuses them (and the suite writer
+takes a current `SuiteRecord` only), so no new receipt carries one. The functions
+beside them give an old record its meaning where a reader asks what that version did
+not record: a `trial/1` was never cancelled, a `hoststate/1` left nothing out, a
+`suite/1` consumed no ticket.
+
+Where an old version's vocabulary is the part its current one extends (`VerdictV1`,
+`PolicyV1`, `AgentCategoryV1`, `DispatchCategoryV1`), it stays in the live module as
+that part; `WorkerErrorCodeV1`, in its own order, is here. The verification record's
+old versions are defined beside the current one (receipts/records/verification.py)
+and listed here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+from pydantic import Field, model_validator
+
+from receipts.records.agent import (
+    AgentCategoryV1,
+    AgentRecord,
+    EditMatch,
+    NetIsolation,
+    PermissionSource,
+    PermissionVerdict,
+    RunExit,
+    ToolCallRecord,
+    ToolName,
+    ToolOutcome,
+)
+from receipts.records.base import Part, Record
+from receipts.records.dispatch import DispatchCategoryV1, DispatchRecord
+from receipts.records.hoststate import Comparison, FacetComparison, HostStateRecord
+from receipts.records.memory import MemoryRecord
+from receipts.records.suite import SuiteFields, SuiteRecord
+from receipts.records.trial import PolicyV1, Stage, TrialFields, TrialRecord, VerdictV1
+from receipts.records.verification import (
+    VerificationRecord,
+    VerificationRecordV1,
+    VerificationRecordV2,
+)
+from receipts.records.worker import (
+    Admission,
+    ConstraintBackend,
+    DecidingScope,
+    RequestOutcome,
+    WorkerRequestRecord,
+)
+from receipts.types import (
+    ByteCount,
+    Count,
+    GitObjectId,
+    Identifier,
+    Index,
+    Millis,
+    Sha256Hex,
+    TrialId,
+    TrialTag,
+    UnixMillis,
+    Version,
+)
+from receipts.vocabulary import AccelRequest, Backend, Channel, Placement
+
+# ---- trial ---------------------------------------------------------------------------
+
+
+class TrialRecordV2(TrialFields):
+    """The trial record before the trial's own scratch directory had a cleanup receipt,
+    read by the audit only (never written)."""
+
+    schema_: Literal["harness.receipt.trial/2"] = Field("harness.receipt.trial/2", alias="schema")
+
+
+class TrialRecordV1(Record):
+    """The trial record before cancellation existed, read by the audit only (never
+    written): exactly its old fields. A `/1` trial was never cancelled."""
+
+    schema_: Literal["harness.receipt.trial/1"] = Field("harness.receipt.trial/1", alias="schema")
+    trial_id: TrialId
+    harness_version: Version
+    profile: Identifier
+    task: Identifier
+    policy: PolicyV1
+    backend: Backend
+    accel_requested: AccelRequest
+    placement: Placement
+    channel: Channel
+    dispatched: bool
+    started_unix_ms: UnixMillis
+    ended_unix_ms: UnixMillis
+    failed_stage: Stage | None
+    internal_error_stage: Stage | None
+    """The stage in which the harness itself failed unexpectedly (a defect of ours, not a
+    category of the thing under test); None when it did not. Its record and every later
+    stage's are absent, and the verdict is `failed_internal`: a claim that can only make
+    the verdict worse, never hide a recorded failure before it."""
+    verdict: VerdictV1
+
+
+AnyTrialRecord = TrialRecord | TrialRecordV2 | TrialRecordV1
+"""A trial record of any version the audit reads."""
+
+
+def cancelled_stage(record: AnyTrialRecord) -> Stage | None:
+    """The stage a stop signal cancelled; never one for a `/1` record."""
+    return record.cancelled_stage if isinstance(record, TrialRecord) else None
+
+
+# ---- dispatch ------------------------------------------------------------------------
+
+
+class DispatchRecordV1(Record):
+    """dispatch/1, as written before suite tickets: still read by the audit."""
+
+    schema_: Literal["harness.receipt.dispatch/1"] = Field(
+        "harness.receipt.dispatch/1", alias="schema"
+    )
+    category: DispatchCategoryV1
+    dispatch_sha256: Sha256Hex
+    """Digest of the canonical dispatch receipt that was consumed."""
+    profile: Identifier
+    task: Identifier
+    commit: GitObjectId
+    tree: GitObjectId
+    issued_unix_ms: UnixMillis
+    consumed_unix_ms: UnixMillis | None
+    duration_ms: Millis
+
+
+AnyDispatchRecord = DispatchRecord | DispatchRecordV1
+
+
+# ---- agent ---------------------------------------------------------------------------
+
+
+class AgentRecordV1(Record):
+    """The agent record before confinement was recorded; read by the audit only."""
+
+    schema_: Literal["harness.receipt.agent/1"] = Field("harness.receipt.agent/1", alias="schema")
+    category: AgentCategoryV1
+    policy: PolicyV1
+    turns: Count
+    tool_calls: Count
+    invalid_tool_calls: Count
+    prompt_tokens_total: Count
+    completion_tokens_total: Count
+    duration_ms: Millis
+
+
+class ToolCallRecordV1(Record):
+    """The tool call record before confinement was recorded; read by the audit only."""
+
+    schema_: Literal["harness.receipt.tool_call/1"] = Field(
+        "harness.receipt.tool_call/1", alias="schema"
+    )
+    index: Index
+    turn: Index
+    tool: ToolName
+    decision: PermissionVerdict
+    decided_by: PermissionSource
+    rule_index: Index | None
+    outcome: ToolOutcome
+    edit_match: EditMatch | None
+    run_exit: RunExit | None
+    net_isolation: NetIsolation | None
+    output_bytes: ByteCount
+    truncated: bool
+    duration_ms: Millis
+
+
+AnyAgentRecord = AgentRecord | AgentRecordV1
+AnyToolCallRecord = ToolCallRecord | ToolCallRecordV1
+
+
+# ---- worker --------------------------------------------------------------------------
+
+WorkerErrorCodeV1 = Literal[
+    "body_too_large",
+    "content_length_required",
+    "invalid_content_length",
+    "invalid_http_request",
+    "invalid_json",
+    "duplicate_key",
+    "non_finite_number",
+    "invalid_request",
+    "unsupported_tool_schema",
+    "model_not_found",
+    "context_length_exceeded",
+    "queue_full",
+    "insufficient_memory_headroom",
+    "headroom_unread",
+    "memory_pressure",
+    "deadline_exceeded",
+    "client_disconnected",
+    "shutting_down",
+    "invalid_model_output",
+    "constraint_unavailable",
+    "internal_error",
+]
+"""The error codes of worker_request/1."""
+
+
+class WorkerRequestRecordV1(Record):
+    """Version 1: written before the worker recorded how tools reached the model; the
+    audit still reads it (`Kind.legacy`)."""
+
+    schema_: Literal["harness.receipt.worker_request/1"] = Field(
+        "harness.receipt.worker_request/1", alias="schema"
+    )
+    index: Index
+    admission: Admission
+    headroom_bytes: ByteCount | None
+    need_bytes: ByteCount
+    floor_bytes: ByteCount
+    guard_bytes: ByteCount
+    deciding_scope: DecidingScope | None
+    outcome: RequestOutcome
+    error_code: WorkerErrorCodeV1 | None
+    http_status: Annotated[int, Field(ge=100, le=599)]
+    stream: bool
+    constraint_backend: ConstraintBackend
+    prompt_tokens: Count
+    cached_prompt_tokens: Count
+    completion_tokens: Count
+    time_to_first_token_ms: Millis | None
+    decode_ms: Millis
+    min_headroom_bytes: ByteCount | None
+    duration_ms: Millis
+
+
+AnyWorkerRequestRecord = WorkerRequestRecord | WorkerRequestRecordV1
+
+
+# ---- memory --------------------------------------------------------------------------
+
+
+class HeadroomSample(Part):
+    at_ms: Millis
+    """Milliseconds since the trial started."""
+    headroom_bytes: ByteCount
+    deciding_scope: DecidingScope
+
+
+class MemoryRecordV1(Record):
+    schema_: Literal["harness.receipt.memory/1"] = Field("harness.receipt.memory/1", alias="schema")
+    interval_ms: Annotated[int, Field(ge=1, le=60_000)]
+    samples: Annotated[tuple[HeadroomSample, ...], Field(max_length=1000)]
+
+
+AnyMemoryRecord = MemoryRecord | MemoryRecordV1
+
+
+# ---- host state ----------------------------------------------------------------------
+
+
+class FacetComparisonV2(Part):
+    """One facet as `harness.receipt.hoststate/2` recorded it: no counts of items that
+    belonged to no trial (that harness compared them all).
+
+    Digests of its normalized canonical form before and after, and the result.
+
+    `raw_bytes` reports separately whether the un-normalized bytes differed, so a
+    normalization that hides a real change can be seen; `not_compared` for facets
+    whose raw bytes are not kept apart (their digest is over parsed rows).
+
+    `excluded_before` / `excluded_after`: items left out of that snapshot because they
+    provably belonged to another trial that was alive then (its lease held; a cgroup
+    named for it, a listening socket held only by its processes). The digests and the
+    result are over what remained. Only `cgroups` and `listening_sockets` exclude.
+    """
+
+    before_sha256: Sha256Hex | None
+    after_sha256: Sha256Hex | None
+    result: Comparison
+    raw_bytes: Literal["same", "differ", "unread", "not_compared"]
+    excluded_before: Count
+    excluded_after: Count
+
+
+class HostStateRecordV2(Record):
+    """The record of `harness.receipt.hoststate/2`, read by the audit only (never written).
+
+    `excluded_trials`: the tags of the other live trials whose items some facet left
+    out (sorted, unique); empty exactly when nothing was left out. The audit refuses
+    this trial's own tag here (a trial cannot excuse what it left behind)."""
+
+    schema_: Literal["harness.receipt.hoststate/2"] = Field(
+        "harness.receipt.hoststate/2", alias="schema"
+    )
+    routes: FacetComparisonV2
+    resolver: FacetComparisonV2
+    listening_sockets: FacetComparisonV2
+    cgroups: FacetComparisonV2
+    firewall: FacetComparisonV2
+    excluded_trials: Annotated[tuple[TrialTag, ...], Field(max_length=64)]
+
+    def facets(self) -> tuple[FacetComparisonV2, ...]:
+        return (self.routes, self.resolver, self.listening_sockets, self.cgroups, self.firewall)
+
+    @model_validator(mode="after")
+    def _exclusions_are_accounted(self) -> HostStateRecordV2:
+        if self.excluded_trials != tuple(sorted(set(self.excluded_trials))):
+            raise ValueError("excluded_trials is sorted and unique")
+        never = (self.routes, self.resolver, self.firewall)
+        if any(f.excluded_before or f.excluded_after for f in never):
+            raise ValueError("only cgroups and listening sockets exclude items")
+        excluded = any(f.excluded_before or f.excluded_after for f in self.facets())
+        if excluded != bool(self.excluded_trials):
+            raise ValueError("excluded_trials is non-empty exactly when items were excluded")
+        return self
+
+
+class FacetComparisonV1(Part):
+    """One facet as `harness.receipt.hoststate/1` recorded it: digests, result and raw-bytes
+    reading, with no exclusion counts (that harness left nothing out of a snapshot)."""
+
+    before_sha256: Sha256Hex | None
+    after_sha256: Sha256Hex | None
+    result: Comparison
+    raw_bytes: Literal["same", "differ", "unread", "not_compared"]
+
+
+class HostStateRecordV1(Record):
+    """The host-state record before exclusions existed, read by the audit only (never
+    written). Exactly its old fields: a `/1` record is a comparison over everything each
+    snapshot saw."""
+
+    schema_: Literal["harness.receipt.hoststate/1"] = Field(
+        "harness.receipt.hoststate/1", alias="schema"
+    )
+    routes: FacetComparisonV1
+    resolver: FacetComparisonV1
+    listening_sockets: FacetComparisonV1
+    cgroups: FacetComparisonV1
+    firewall: FacetComparisonV1
+
+    def facets(self) -> tuple[FacetComparisonV1, ...]:
+        return (self.routes, self.resolver, self.listening_sockets, self.cgroups, self.firewall)
+
+
+AnyHostStateRecord = HostStateRecord | HostStateRecordV2 | HostStateRecordV1
+"""A host-state record of any version the audit reads."""
+
+
+def excluded_trials(record: AnyHostStateRecord) -> tuple[str, ...]:
+    """The other live trials whose items the snapshots left out; none for `/1`, whose
+    harness excluded nothing (so `/1` can never excuse anything, this trial's or another's)."""
+    if isinstance(record, HostStateRecord | HostStateRecordV2):
+        return record.excluded_trials
+    return ()
+
+
+AnyFacetComparison = FacetComparison | FacetComparisonV2 | FacetComparisonV1
+
+
+def facet_exclusions(facet: AnyFacetComparison) -> tuple[int, int]:
+    """How many items the before and after snapshots left out of this facet as other
+    live trials'; (0, 0) for a `/1` facet, which had nothing left out."""
+    if isinstance(facet, FacetComparison | FacetComparisonV2):
+        return facet.excluded_before, facet.excluded_after
+    return 0, 0
+
+
+def facet_unrelated(facet: AnyFacetComparison) -> tuple[int, int]:
+    """How many items the before and after snapshots left out of this facet as no trial's;
+    (0, 0) before `/3`, whose harness compared them all."""
+    if isinstance(facet, FacetComparison):
+        return facet.unrelated_before, facet.unrelated_after
+    return 0, 0
+
+
+# ---- verification --------------------------------------------------------------------
+
+AnyVerificationRecord = VerificationRecord | VerificationRecordV2 | VerificationRecordV1
+
+
+# ---- suite ---------------------------------------------------------------------------
+
+
+class SuiteRecordV1(SuiteFields):
+    """suite/1, written before suites could be dispatched: still read by the audit."""
+
+    schema_: Literal["harness.receipt.suite/1"] = Field("harness.receipt.suite/1", alias="schema")
+
+
+AnySuiteRecord = SuiteRecord | SuiteRecordV1
+
+
+def suite_dispatch(record: AnySuiteRecord) -> str | None:
+    """The ticket a suite consumed; suite/1 predates suite tickets: none."""
+    return record.dispatch_sha256 if isinstance(record, SuiteRecord) else None
+
+
+# ---- every old version, by record kind -----------------------------------------------
+
+LEGACY: Final[dict[str, tuple[type[Record], ...]]] = {
+    "trial": (TrialRecordV2, TrialRecordV1),
+    "dispatch": (DispatchRecordV1,),
+    "agent": (AgentRecordV1,),
+    "verification": (VerificationRecordV2, VerificationRecordV1),
+    "hoststate": (HostStateRecordV2, HostStateRecordV1),
+    "memory": (MemoryRecordV1,),
+    "worker_requests": (WorkerRequestRecordV1,),
+    "tool_calls": (ToolCallRecordV1,),
+}
+"""The older versions of each trial record kind the audit reads, newest first."""

@@ -1,0 +1,72 @@
+"""The stage table: every stage once, in the records' order, and a trial runs exactly the
+stages receipts/verdict.py says it needs (the stages whose records the audit requires).
+
+Mutation controls: without the table check in `Trial.__init__`,
+test_a_table_without_a_stage_is_refused fails; with `stages()` running every row (its
+`trial_stages` filter removed), test_a_trial_runs_the_stages_the_audit_requires fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from harness.profiles import load_profile
+from harness.trial.context import TrialOptions
+from harness.trial.pipeline import Trial
+from harness.trial.stage import StageSpec, TrialState
+from harness.trial.stages import STAGES
+from receipts.records.trial import STAGE_ORDER, Stage
+from receipts.verdict import trial_stages
+
+TASKS = Path(__file__).parents[3] / "profiles" / "tasks"
+SOLUTION = TASKS / "py-one-line-fix" / "scripts" / "solution.json"
+
+
+def _options(tmp_path: Path, *, scripted: bool, dispatched: bool) -> TrialOptions:
+    return TrialOptions(
+        profile=load_profile("tiny"),
+        task="py-one-line-fix",
+        script=SOLUTION if scripted else None,
+        out_dir=tmp_path,
+        accel="tcg",
+        dispatch=tmp_path / "ticket.json" if dispatched else None,
+    )
+
+
+def test_the_table_holds_every_stage_in_the_records_order() -> None:
+    assert tuple(stage.name for stage in STAGES) == STAGE_ORDER
+
+
+def test_a_table_without_a_stage_is_refused(tmp_path: Path) -> None:
+    options = _options(tmp_path, scripted=True, dispatched=False)
+    without_gate = tuple(stage for stage in STAGES if stage.name != "gate")
+    with pytest.raises(ValueError, match="stage table"):
+        Trial(options, stages=without_gate)
+
+
+@pytest.mark.parametrize("scripted", [True, False])
+@pytest.mark.parametrize("dispatched", [True, False])
+def test_a_trial_runs_the_stages_the_audit_requires(
+    tmp_path: Path, scripted: bool, dispatched: bool
+) -> None:
+    ran: list[Stage] = []
+
+    def recording(spec: StageSpec) -> StageSpec:
+        async def run(_state: TrialState) -> None:
+            ran.append(spec.name)
+
+        return dataclasses.replace(spec, run=run, after=None)
+
+    options = _options(tmp_path, scripted=scripted, dispatched=dispatched)
+    trial = Trial(options, stages=tuple(recording(spec) for spec in STAGES))
+    state = TrialState(
+        trial.context, tmp_path, trial.owned, trial.prepared, trial.guests, trial.evidence
+    )
+    asyncio.run(trial.stages(state))
+    assert tuple(ran) == trial_stages(dispatched=dispatched, policy=trial.policy)
+    assert ("dispatch" in ran) == dispatched
+    assert ("model" in ran) == ("worker" in ran) == (not scripted)
