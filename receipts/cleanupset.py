@@ -12,7 +12,7 @@ exist follow from them:
   was created); each is released with a receipt (`not_acquired` when creation failed
   after all);
 - a worker that ended `ok` was started: everything its placement declares;
-- a `trial/3` trial made its own scratch directory (its first act) and its writer
+- a `trial/3` or later trial made its own scratch directory (its first act) and its writer
   releases it with a `trial_scratch` receipt. A `trial/2` receipt may predate that
   receipt, so nothing is required of it (receipts/records/trial.py). The resource has
   a name of its own so that it can never stand in for a guest's `scratch_dir`.
@@ -29,14 +29,14 @@ from typing import get_args
 
 from receipts.ownership import GUEST_OWNS, TRIAL_OWNS, WORKER_OWNS
 from receipts.records.cleanup import Resource
-from receipts.records.trial import TrialRecord
+from receipts.records.legacy import promises_scratch_receipt
 from receipts.recordset import RecordSet
 
 
 def required_cleanup(records: RecordSet) -> Counter[Resource]:
     """How many cleanup receipts of each resource kind the records require."""
     need: Counter[Resource] = Counter()
-    if isinstance(records.trial, TrialRecord):  # /3: the version promises the receipt
+    if records.trial is not None and promises_scratch_receipt(records.trial):
         need.update(TRIAL_OWNS)
     for guest in (records.vm, records.verifier_vm):
         if guest is None or guest.host_key_sha256 is None:

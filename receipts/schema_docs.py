@@ -10,7 +10,7 @@ from receipts.audit.findings import AuditResult
 from receipts.audit.suite import SuiteAuditResult
 from receipts.manifest import Manifest
 from receipts.records.base import Record
-from receipts.records.legacy import SuiteRecordV1
+from receipts.records.legacy import SuiteRecordV1, SuiteRecordV2
 from receipts.records.suite import SuiteRecord
 from receipts.recordset import KINDS
 
@@ -24,6 +24,7 @@ def schema_models() -> tuple[type[Record], ...]:
         Manifest,
         AuditResult,
         SuiteRecord,
+        SuiteRecordV2,
         SuiteRecordV1,
         SuiteAuditResult,
     )
@@ -103,9 +104,11 @@ def reference_markdown() -> str:
             where = {
                 Manifest: "manifest.json",
                 SuiteRecord: "`suite.json` of a suite receipt (`suite-<id>.zip`)",
-                SuiteRecordV1: "`suite.json` of a suite receipt (an older version: `harness"
-                " audit` still reads it, `harness suite run` writes"
-                f" `{SuiteRecord.schema_id()}`)",
+                **dict.fromkeys(
+                    (SuiteRecordV2, SuiteRecordV1),
+                    "`suite.json` of a suite receipt (an older version: `harness audit` still"
+                    f" reads it, `harness suite run` writes `{SuiteRecord.schema_id()}`)",
+                ),
                 SuiteAuditResult: "(printed by `harness audit --json` for a suite receipt)",
             }.get(model, "(printed by `harness audit --json`)")
         elif kind.sequence:

@@ -6,7 +6,8 @@ failed (`failed_internal`), or whose record is missing (`evidence_incomplete`) o
 (`failed_<stage>`, or `failed_oom` when the stage failed because its budget's OOM
 killer acted) names the verdict; then teardown (every cleanup receipt confirmed), host
 state (every facet unchanged), OOM kills (none); then the hidden tests decide between
-`accepted` and `task_incomplete`. Missing or unread evidence never yields `accepted`.
+`accepted` (or `accepted_unguarded`, when they ran in the solution's own process) and
+`task_incomplete`. Missing or unread evidence never yields `accepted`.
 
 A trial a stop signal cancelled (`cancelled_stage`) is judged like one the harness
 failed in: the stages before it must be present and succeeded (a recorded failure
@@ -22,7 +23,15 @@ from receipts.cleanupset import missing_cleanup
 from receipts.records.agent import AGENT_FAILURES, AgentRecord
 from receipts.records.base import Record
 from receipts.records.legacy import AgentRecordV1, AnyTrialRecord, cancelled_stage
-from receipts.records.trial import STAGE_ORDER, Policy, PolicyV1, Stage, Verdict
+from receipts.records.trial import (
+    STAGE_ORDER,
+    Policy,
+    PolicyV1,
+    Stage,
+    TrialRecord,
+    Verdict,
+)
+from receipts.records.verification import VerificationRecord
 from receipts.recordset import RecordSet
 
 
@@ -128,4 +137,18 @@ def derive_verdict(records: RecordSet) -> Verdict:
     if None in ooms:
         return "evidence_incomplete"
     assert records.verification is not None  # a required stage, checked above
-    return "accepted" if records.verification.result == "passed" else "task_incomplete"
+    if records.verification.result != "passed":
+        return "task_incomplete"
+    return "accepted_unguarded" if unguarded_pass(trial, records) else "accepted"
+
+
+def unguarded_pass(trial: AnyTrialRecord, records: RecordSet) -> bool:
+    """A pass the split judge did not guard: the hidden tests ran in the solution's own
+    process (`judge = in_process`), so the solution's code could have written it. A
+    `trial/4` receipt says so in its verdict; older versions named no such verdict."""
+    verification = records.verification
+    return (
+        isinstance(trial, TrialRecord)
+        and isinstance(verification, VerificationRecord)
+        and verification.judge == "in_process"
+    )

@@ -1,8 +1,10 @@
 """`harness trial --profile NAME [--task ID] [--agent model|scripted:FILE] [--placement P] ...`.
 
 Exit status reflects the verdict: 0 accepted, 1 task_incomplete, 3 any failed_* or
-evidence_incomplete verdict, 2 usage or an input that cannot be read, 4 when the
-receipt the trial wrote does not audit as valid (a harness defect, never hidden).
+evidence_incomplete verdict, 5 accepted_unguarded (a pass judged in the solution's own
+process: not 0, so CI never counts it as a guarded pass), 2 usage or an input that
+cannot be read, 4 when the receipt the trial wrote does not audit as valid (a harness
+defect, never hidden).
 A trial stopped by SIGINT or SIGTERM exits 130 or 143 (128 + the signal's number,
 the shell's convention, which Slurm, GitHub Actions and systemd read as "stopped").
 
@@ -36,10 +38,11 @@ from harness.trial.progress import LiveProgress, LogProgress, ProgressSink
 from receipts.audit import audit_and_read_file
 from receipts.canonical import canonical
 from receipts.failure import FailureReason, failure_reason
-from receipts.records.trial import CancelSignal
+from receipts.records.trial import CancelSignal, Verdict
 from receipts.vocabulary import AccelRequest, Backend, PlacementRequest
 
 EXIT_ACCEPTED, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_FAILED, EXIT_INVALID_RECEIPT = 0, 1, 2, 3, 4
+EXIT_UNGUARDED = 5
 STOP_SIGNALS: dict[CancelSignal, signal.Signals] = {
     "SIGINT": signal.SIGINT,
     "SIGTERM": signal.SIGTERM,
@@ -58,7 +61,9 @@ pipe, so the loop sees the one signal twice, which would read as 'hurry'."""
 
 EPILOG = """\
 exit status: 0 accepted, 1 task_incomplete, 3 any other verdict (failed_*,
-evidence_incomplete), 2 usage, 4 the receipt written does not audit as valid.
+evidence_incomplete), 5 accepted_unguarded (the hidden tests passed in the solution's
+own process, where it could have written the pass), 2 usage, 4 the receipt written
+does not audit as valid.
 SIGINT or SIGTERM cancels the trial: every owned resource is released, a valid
 receipt with verdict `cancelled` (naming the stage) is written, and the exit
 status is 130 (SIGINT) or 143 (SIGTERM), within Slurm's 30 s KillWait. A second
@@ -248,6 +253,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INVALID_RECEIPT
     if stopped is not None:
         return EXIT_STOPPED[stopped]
-    if result.verdict == "accepted":
-        return EXIT_ACCEPTED
-    return EXIT_INCOMPLETE if result.verdict == "task_incomplete" else EXIT_FAILED
+    return verdict_exit_status(result.verdict)
+
+
+def verdict_exit_status(verdict: Verdict) -> int:
+    """0 only for a guarded pass: `accepted_unguarded` has its own status (5)."""
+    return {
+        "accepted": EXIT_ACCEPTED,
+        "accepted_unguarded": EXIT_UNGUARDED,
+        "task_incomplete": EXIT_INCOMPLETE,
+    }.get(verdict, EXIT_FAILED)

@@ -30,6 +30,7 @@ body{font-family:system-ui,sans-serif;margin:2rem;max-width:64rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:left;font-size:.9rem}
 th{background:#f3f3f3}.ok{color:#2f6f3a}.bad{color:#a32d2d;font-weight:600}
+.warn{color:#8a5a00;font-weight:600}
 code{font-size:.85rem}h2{margin-top:2rem}
 """
 
@@ -71,8 +72,15 @@ def _host_state_note(record: AnyHostStateRecord) -> str:
     return f"<p>{version}: left out as other live trials' resources: {named}.{older}</p>"
 
 
+UNGUARDED_NOTE = (
+    "<p class='warn'>Not a guarded pass: the hidden tests ran inside the solution's own "
+    "process (the task is judged in process), where the solution's code could have "
+    "written this pass itself.</p>"
+)
+
+
 def _verdict_class(verdict: str | None) -> str:
-    return "ok" if verdict == "accepted" else "bad"
+    return {"accepted": "ok", "accepted_unguarded": "warn"}.get(verdict or "", "bad")
 
 
 def render(result: AuditResult, records: RecordSet | None) -> str:
@@ -80,6 +88,7 @@ def render(result: AuditResult, records: RecordSet | None) -> str:
         f"<h1>Trial receipt</h1><p>Verdict: <span class='{_verdict_class(result.derived_verdict)}'>"
         f"{escape(result.derived_verdict or 'not derived: the receipt is invalid')}</span>"
         f" &middot; audit: {'valid' if result.valid else 'INVALID'}</p>",
+        UNGUARDED_NOTE if result.derived_verdict == "accepted_unguarded" else "",
         _table(
             ["field", "value"],
             [

@@ -116,7 +116,16 @@ def render_suite(result: SuiteAuditResult, report: dict[str, Any] | None) -> str
     sections.append("<h2>By language</h2>")
     sections.append(
         _table(
-            ["language", "profile", "agent", "trials", "judged", "accepted", "pass rate [95%]"],
+            [
+                "language",
+                "profile",
+                "agent",
+                "trials",
+                "judged",
+                "accepted",
+                "unguarded",
+                "pass rate [95%]",
+            ],
             [
                 (
                     g["language"],
@@ -125,6 +134,7 @@ def render_suite(result: SuiteAuditResult, report: dict[str, Any] | None) -> str
                     g["trials"],
                     g["judged"],
                     g["accepted"],
+                    g["unguarded"],
                     _interval(g),
                 )
                 for g in report["languages"]
@@ -140,6 +150,7 @@ def render_suite(result: SuiteAuditResult, report: dict[str, Any] | None) -> str
                 "agent",
                 "trials",
                 "accepted",
+                "unguarded",
                 "pass rate [95%]",
                 "failures",
                 "wall median",
@@ -153,6 +164,7 @@ def render_suite(result: SuiteAuditResult, report: dict[str, Any] | None) -> str
                     g["agent"],
                     g["trials"],
                     g["accepted"],
+                    g["unguarded"],
                     _interval(g),
                     "; ".join(
                         f"{stage}: " + ", ".join(f"{c} {n}" for c, n in cats.items())

@@ -7,8 +7,10 @@ peak memory. The pass rate is accepted over judged: every member with a receipt 
 the cancelled ones (stopped, never judged). Any other verdict counts as not passed,
 harness failures included: a model whose code breaks the test run reads
 `failed_verification` (report_inconsistent), so leaving such verdicts out would raise
-its rate. Every verdict is listed beside the rate, and `scored` (accepted +
-task_incomplete) is given for a reader who wants the narrower count.
+its rate. `accepted_unguarded` (a pass judged in the solution's own process, which it
+could have written) is not a pass either: it is counted apart as `unguarded`. Every
+verdict is listed beside the rate, and `scored` (accepted + task_incomplete) is given
+for a reader who wants the narrower count.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class _Group:
     with_receipt: int = 0
     judged: int = 0
     accepted: int = 0
+    unguarded: int = 0
     scored: int = 0
 
     def add(self, member: SuiteMember) -> None:
@@ -83,6 +86,8 @@ class _Group:
             self.scored += 1
         if member.verdict == "accepted":
             self.accepted += 1
+        if member.verdict == "accepted_unguarded":
+            self.unguarded += 1
 
     def figures(self) -> dict[str, Any]:
         interval = wilson(self.accepted, self.judged)
@@ -92,6 +97,7 @@ class _Group:
             "judged": self.judged,
             "scored": self.scored,
             "accepted": self.accepted,
+            "unguarded": self.unguarded,
             "pass_rate": round(self.accepted / self.judged, 4) if self.judged else None,
             "wilson95": [round(interval[0], 4), round(interval[1], 4)] if interval else None,
         }

@@ -14,8 +14,8 @@ from receipts.claim import agent_totals, may_claim, void_from, worker_totals
 from receipts.cleanupset import missing_cleanup
 from receipts.modelkey import converted_key, wheel_member_key
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
-from receipts.records.legacy import AnyTrialRecord, excluded_trials
-from receipts.records.verification import VerificationRecordV2
+from receipts.records.legacy import AnyTrialRecord, VerificationRecordV1, excluded_trials
+from receipts.records.trial import TrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
 from receipts.vocabulary import channel_for
@@ -182,8 +182,8 @@ def _verification_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: Rec
         and verification.tests_errored == 0
         and not verification.fixture_changed
     )
-    if isinstance(verification, (VerificationRecord, VerificationRecordV2)):  # /2, /3: every
-        # one of the task's own tests
+    if not isinstance(verification, VerificationRecordV1):  # /2 and later: every one of
+        # the task's own tests
         clean_pass = (
             clean_pass
             and verification.report_ids == "match"
@@ -193,6 +193,17 @@ def _verification_counts(ctx: AuditContext, _trial: AnyTrialRecord, records: Rec
         ctx.add(
             "consistency", "verification_counts", "verification_inconsistent", "verification.json"
         )
+
+
+def _versions(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
+    """A `trial/4` and a `verification/4` come together: a current verification record
+    beside an older trial record (or the reverse) is a receipt relabelled in part, and
+    an in-process pass would then read as `accepted` instead of `accepted_unguarded`."""
+    verification = records.verification
+    if verification is None:
+        return
+    if isinstance(trial, TrialRecord) != isinstance(verification, VerificationRecord):
+        ctx.add("consistency", "versions", "version_mismatch", "verification.json")
 
 
 def _confinement(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
@@ -273,6 +284,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model_reference", _model_reference),
     ("model_cache_key", _model_cache_key),
     ("verification_counts", _verification_counts),
+    ("versions", _versions),
     ("confinement", _confinement),
     ("oom", _oom),
     ("verifier_vm", _verifier_vm),

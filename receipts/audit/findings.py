@@ -65,6 +65,7 @@ AuditCategory = Literal[
     "backend_mismatch",
     "exclusion_inconsistent",
     "timing_inconsistent",
+    "version_mismatch",
 ]
 
 Phase = Literal["integrity", "schema", "consistency"]
@@ -91,9 +92,10 @@ class AuditResult(Record):
     receipt and its closed category (receipts/failure.py); `remedy`: what an operator
     can do on the host about it, when anything (harness/remedies.py names the command).
     All three are null for an invalid receipt and for a verdict decided after the stages.
-    `/1` had none of them; it is an output, never read back, so only `/2` exists."""
+    It is an output, never read back, so only its current version exists: `/3` (`/2`
+    had no `accepted_unguarded` verdict and no `version_mismatch` finding)."""
 
-    schema_: Literal["harness.audit.result/2"] = Field("harness.audit.result/2", alias="schema")
+    schema_: Literal["harness.audit.result/3"] = Field("harness.audit.result/3", alias="schema")
     valid: bool
     zip_sha256: Sha256Hex
     receipt_id: Sha256Hex | None

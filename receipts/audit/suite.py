@@ -7,7 +7,7 @@ its own, its receipt id, trial id, task, profile and policy are the ones the rec
 names, the record's verdict is the verdict the member's records derive, and the trial
 ran inside the suite's time window; and the aggregate counts are those of the members.
 
-A dispatched suite (`harness suite run --dispatch`, suite/2 with `dispatch_sha256`)
+A dispatched suite (`harness suite run --dispatch`, suite/2 or later with `dispatch_sha256`)
 also binds each member to this very suite run: every member's dispatch record must be
 a suite dispatch with `ok`, naming this ticket, this suite file's digest, this suite id
 and its own member id. A member of an undispatched suite must not carry a suite
@@ -35,7 +35,7 @@ from receipts.bundle import zip_bytes
 from receipts.canonical import CanonicalError, parse_canonical
 from receipts.records import DispatchRecord
 from receipts.records.base import Part, Record
-from receipts.records.legacy import AnySuiteRecord, SuiteRecordV1, suite_dispatch
+from receipts.records.legacy import AnySuiteRecord, SuiteRecordV1, SuiteRecordV2, suite_dispatch
 from receipts.records.suite import (
     SUITE_CEILING_BYTES,
     MemberId,
@@ -148,7 +148,7 @@ def _record(entries: dict[str, bytes], findings: list[SuiteFinding]) -> AnySuite
         return None
     declared = value.get("schema") if isinstance(value, dict) else None
     model = next(
-        (m for m in (SuiteRecord, SuiteRecordV1) if declared == m.schema_id()),
+        (m for m in (SuiteRecord, SuiteRecordV2, SuiteRecordV1) if declared == m.schema_id()),
         None,
     )
     if model is None:
@@ -237,7 +237,9 @@ def audit_suite_and_read(
             if not dispatch_binds(record, member, records):
                 add("member_dispatch_mismatch")
             members_read[member.member_id] = records
-        if aggregate(record.members) != (record.verdicts, record.missing):
+        verdicts, missing = aggregate(record.members)
+        claimed = tuple((entry.verdict, entry.count) for entry in record.verdicts)
+        if tuple((e.verdict, e.count) for e in verdicts) != claimed or missing != record.missing:
             findings.append(SuiteFinding(category="aggregate_mismatch", member_id=None))
     valid = not findings
     result = SuiteAuditResult(

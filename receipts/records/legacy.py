@@ -12,9 +12,8 @@ not record: a `trial/1` was never cancelled, a `hoststate/1` left nothing out, a
 
 Where an old version's vocabulary is the part its current one extends (`VerdictV1`,
 `PolicyV1`, `AgentCategoryV1`, `DispatchCategoryV1`), it stays in the live module as
-that part; `WorkerErrorCodeV1`, in its own order, is here. The verification record's
-old versions are defined beside the current one (receipts/records/verification.py)
-and listed here.
+that part (`VerdictV3` and `VerificationCategoryV3` likewise); `WorkerErrorCodeV1`, in
+its own order, is here.
 """
 
 from __future__ import annotations
@@ -39,12 +38,21 @@ from receipts.records.base import Part, Record
 from receipts.records.dispatch import DispatchCategoryV1, DispatchRecord
 from receipts.records.hoststate import Comparison, FacetComparison, HostStateRecord
 from receipts.records.memory import MemoryRecord
-from receipts.records.suite import SuiteFields, SuiteRecord
-from receipts.records.trial import PolicyV1, Stage, TrialFields, TrialRecord, VerdictV1
+from receipts.records.suite import SuiteFields, SuiteMember, SuiteRecord, VerdictCount
+from receipts.records.trial import (
+    PolicyV1,
+    Stage,
+    TrialFields,
+    TrialRecord,
+    VerdictV1,
+    VerdictV3,
+)
 from receipts.records.verification import (
+    VERIFICATION_HOST_READINGS,
+    JudgedFields,
+    VerificationCategoryV3,
+    VerificationFields,
     VerificationRecord,
-    VerificationRecordV1,
-    VerificationRecordV2,
 )
 from receipts.records.worker import (
     Admission,
@@ -71,11 +79,21 @@ from receipts.vocabulary import AccelRequest, Backend, Channel, Placement
 # ---- trial ---------------------------------------------------------------------------
 
 
+class TrialRecordV3(TrialFields):
+    """`trial/3`, written before an unguarded pass had its own verdict (a pass judged in
+    the solution's process was `accepted`); read by the audit only. It makes `/4`'s
+    promise of a `trial_scratch` cleanup receipt."""
+
+    schema_: Literal["harness.receipt.trial/3"] = Field("harness.receipt.trial/3", alias="schema")
+    verdict: VerdictV3
+
+
 class TrialRecordV2(TrialFields):
     """The trial record before the trial's own scratch directory had a cleanup receipt,
     read by the audit only (never written)."""
 
     schema_: Literal["harness.receipt.trial/2"] = Field("harness.receipt.trial/2", alias="schema")
+    verdict: VerdictV3
 
 
 class TrialRecordV1(Record):
@@ -104,13 +122,19 @@ class TrialRecordV1(Record):
     verdict: VerdictV1
 
 
-AnyTrialRecord = TrialRecord | TrialRecordV2 | TrialRecordV1
+AnyTrialRecord = TrialRecord | TrialRecordV3 | TrialRecordV2 | TrialRecordV1
 """A trial record of any version the audit reads."""
 
 
 def cancelled_stage(record: AnyTrialRecord) -> Stage | None:
     """The stage a stop signal cancelled; never one for a `/1` record."""
-    return record.cancelled_stage if isinstance(record, TrialRecord) else None
+    return record.cancelled_stage if not isinstance(record, TrialRecordV1) else None
+
+
+def promises_scratch_receipt(record: AnyTrialRecord) -> bool:
+    """`/3` and later promise a `trial_scratch` cleanup receipt; `/2` and `/1` may predate
+    it."""
+    return isinstance(record, TrialRecord | TrialRecordV3)
 
 
 # ---- dispatch ------------------------------------------------------------------------
@@ -378,33 +402,114 @@ def facet_unrelated(facet: AnyFacetComparison) -> tuple[int, int]:
 
 # ---- verification --------------------------------------------------------------------
 
-AnyVerificationRecord = VerificationRecord | VerificationRecordV2 | VerificationRecordV1
+
+class VerificationRecordV3(JudgedFields):
+    """verification/3, before the verifier refused a task the solution could read; its
+    pass judged in process made the trial `accepted`. Read by the audit only."""
+
+    schema_: Literal["harness.receipt.verification/3"] = Field(
+        "harness.receipt.verification/3", alias="schema"
+    )
+    category: VerificationCategoryV3
+
+
+class VerificationRecordV2(VerificationFields):
+    """The verification record before the judge's process was recorded (every hidden
+    test command ran with the agent's code inside it); read by the audit only."""
+
+    schema_: Literal["harness.receipt.verification/2"] = Field(
+        "harness.receipt.verification/2", alias="schema"
+    )
+    category: VerificationCategoryV3
+
+
+class VerificationRecordV1(Record):
+    """The verification record before the report's test IDs, the workspace digest and the
+    suspicious-change flags were recorded; read by the audit only (never written)."""
+
+    schema_: Literal["harness.receipt.verification/1"] = Field(
+        "harness.receipt.verification/1", alias="schema"
+    )
+    category: VerificationCategoryV3
+    result: Literal["passed", "failed"]
+    task_sha256: Sha256Hex | None
+    """The task the guest verified; None exactly when its record was not read (a host
+    reading)."""
+    tests_passed: Count
+    tests_failed: Count
+    tests_errored: Count
+    fixture_changed: bool
+    """The agent modified a file the task declares as a fixture."""
+    files_changed: Count
+    final_diff_sha256: Sha256Hex | None
+    """None exactly when the record was not read (a host reading)."""
+    net_isolation: NetIsolation
+    """Whether the hidden tests ran without a network, as read back in their namespace."""
+    duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _unread_only_when_invalid(self) -> VerificationRecordV1:
+        """A digest is absent only in the host's stand-in for a record it could not read
+        (any host reading), and that stand-in never passes: otherwise a record without a
+        task digest could be accepted."""
+        unread = self.category in VERIFICATION_HOST_READINGS
+        digests_absent = (self.task_sha256 is None, self.final_diff_sha256 is None)
+        if digests_absent != (unread, unread) or (unread and self.result != "failed"):
+            raise ValueError("digests are absent exactly when the record was not read")
+        return self
+
+
+AnyVerificationRecord = (
+    VerificationRecord | VerificationRecordV3 | VerificationRecordV2 | VerificationRecordV1
+)
 
 
 # ---- suite ---------------------------------------------------------------------------
 
 
-class SuiteRecordV1(SuiteFields):
+class SuiteMemberV2(SuiteMember):
+    """A member of suite/1 or /2: its verdict is one a trial/3 or older could claim."""
+
+    verdict: VerdictV3 | None
+
+
+class VerdictCountV2(VerdictCount):
+    verdict: VerdictV3
+
+
+class SuiteFieldsV2(SuiteFields):
+    members: Annotated[tuple[SuiteMemberV2, ...], Field(min_length=1, max_length=10_000)]
+    verdicts: tuple[VerdictCountV2, ...]
+
+
+class SuiteRecordV2(SuiteFieldsV2):
+    """suite/2, before a member could be `accepted_unguarded`: still read by the audit."""
+
+    schema_: Literal["harness.receipt.suite/2"] = Field("harness.receipt.suite/2", alias="schema")
+    dispatch_sha256: Sha256Hex | None
+
+
+class SuiteRecordV1(SuiteFieldsV2):
     """suite/1, written before suites could be dispatched: still read by the audit."""
 
     schema_: Literal["harness.receipt.suite/1"] = Field("harness.receipt.suite/1", alias="schema")
 
 
-AnySuiteRecord = SuiteRecord | SuiteRecordV1
+AnySuiteRecord = SuiteRecord | SuiteRecordV2 | SuiteRecordV1
 
 
 def suite_dispatch(record: AnySuiteRecord) -> str | None:
     """The ticket a suite consumed; suite/1 predates suite tickets: none."""
-    return record.dispatch_sha256 if isinstance(record, SuiteRecord) else None
+    return None if isinstance(record, SuiteRecordV1) else record.dispatch_sha256
 
 
 # ---- every old version, by record kind -----------------------------------------------
 
 LEGACY: Final[dict[str, tuple[type[Record], ...]]] = {
-    "trial": (TrialRecordV2, TrialRecordV1),
+    "trial": (TrialRecordV3, TrialRecordV2, TrialRecordV1),
     "dispatch": (DispatchRecordV1,),
     "agent": (AgentRecordV1,),
-    "verification": (VerificationRecordV2, VerificationRecordV1),
+    "verification": (VerificationRecordV3, VerificationRecordV2, VerificationRecordV1),
     "hoststate": (HostStateRecordV2, HostStateRecordV1),
     "memory": (MemoryRecordV1,),
     "worker_requests": (WorkerRequestRecordV1,),

@@ -121,7 +121,9 @@ class SuiteFields(Record):
 
 
 class SuiteRecord(SuiteFields):
-    schema_: Literal["harness.receipt.suite/2"] = Field("harness.receipt.suite/2", alias="schema")
+    """`suite/3`: a member's verdict may be `accepted_unguarded` (trial/4)."""
+
+    schema_: Literal["harness.receipt.suite/3"] = Field("harness.receipt.suite/3", alias="schema")
     dispatch_sha256: Sha256Hex | None
     """The suite dispatch ticket this suite consumed (`harness suite run --dispatch`);
     every member's dispatch record must name it. None for a suite run without one."""

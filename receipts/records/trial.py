@@ -53,8 +53,14 @@ VerdictV1 = Literal[
 """The verdicts a `trial/1` record could claim: every one but `cancelled` (that harness
 had none; receipts/records/legacy.py)."""
 
-Verdict = Literal[VerdictV1, "cancelled"]
-"""Every verdict a trial can end with. Derived from the records, never set by hand."""
+VerdictV3 = Literal[VerdictV1, "cancelled"]
+"""The verdicts a `trial/2` or `trial/3` record could claim (receipts/records/legacy.py)."""
+
+Verdict = Literal[VerdictV3, "accepted_unguarded"]
+"""Every verdict a trial can end with. Derived from the records, never set by hand.
+`accepted_unguarded`: every hidden test passed, but they ran inside the solution's own
+process (a task judged `in_process`), where the solution's code could have written that
+pass itself (docs/verification.md). It is never `accepted`."""
 
 CancelSignal = Literal["SIGINT", "SIGTERM"]
 """The stop signals that cancel a trial (Ctrl-C, GitHub Actions' cancel; Slurm's scancel
@@ -102,6 +108,7 @@ class TrialFields(Record):
     cancel_signal: CancelSignal | None
     """The signal that cancelled the trial; set exactly when `cancelled_stage` is."""
     verdict: Verdict
+    """Each older version narrows it to the verdicts it had."""
 
     @model_validator(mode="after")
     def _one_ending(self) -> Self:
@@ -113,10 +120,10 @@ class TrialFields(Record):
 
 
 class TrialRecord(TrialFields):
-    """`trial/3`: the fields of `/2`, and a promise the version itself makes. A trial's
-    first act is making its scratch directory on the host, and a `/3` writer always
-    releases it with a `trial_scratch` cleanup receipt, so the audit requires one in
-    every `/3` receipt (receipts/cleanupset.py). A `/2` receipt may have been written
-    before that receipt existed, so nothing is required of it."""
+    """`trial/4`: the fields of `/3` and its promise (a trial's first act is making its
+    scratch directory on the host, and the writer always releases it with a
+    `trial_scratch` cleanup receipt: receipts/cleanupset.py requires one), and one more
+    verdict: `accepted_unguarded`, for a pass the split judge did not guard. Its
+    verification record is `verification/4` (the audit checks the two agree)."""
 
-    schema_: Literal["harness.receipt.trial/3"] = Field("harness.receipt.trial/3", alias="schema")
+    schema_: Literal["harness.receipt.trial/4"] = Field("harness.receipt.trial/4", alias="schema")

@@ -11,7 +11,7 @@ from receipts.records.base import Record
 from receipts.records.hostreading import HOST_READINGS, HostReading, VerifierHostReading
 from receipts.types import Count, Millis, Sha256Hex
 
-VerificationCategory = Literal[
+VerificationCategoryV3 = Literal[
     "ok",
     "timeout",
     "runner_error",
@@ -20,10 +20,12 @@ VerificationCategory = Literal[
     "workspace_unreadable",
     "net_isolation_unavailable",
     "workspace_mismatch",
-    "hidden_tests_exposed",
     HostReading,
     VerifierHostReading,
 ]
+"""How verification ended, in `verification/1` to `/3` (receipts/records/legacy.py)."""
+
+VerificationCategory = Literal[VerificationCategoryV3, "hidden_tests_exposed"]
 """How verification ended. The host readings (receipts/records/hostreading.py) are the
 host's, not the guest's: the verifier's record file was not strict JSON of this schema
 (`records_invalid`), or its command ended without writing one it could trust
@@ -32,7 +34,9 @@ it was kept; or the host never got as far as running it (`workspace_not_carried`
 `verifier_vm_failed`). `workspace_mismatch` is the host's judgement of a record it read:
 the workspace the verifier says it verified (`workspace_sha256`) is not the one the host
 carried to it. `timeout` is the guest's own reading: the hidden tests ran past their
-deadline and the verifier said so in its record."""
+deadline and the verifier said so in its record. `hidden_tests_exposed` is the guest's
+refusal to judge: the solution's user could have entered the task's directory (its
+hidden tests, its reference solution), so nothing ran."""
 
 
 VERIFICATION_HOST_READINGS: frozenset[str] = HOST_READINGS | frozenset(
@@ -64,10 +68,12 @@ ReportIds = Literal["match", "mismatch", "unread"]
 test IDs (as a set, each once): `unread` when no report was read."""
 
 
-class _VerificationFields(Record):
-    """The fields of verification/2 and /3 (each version adds its schema id)."""
+class VerificationFields(Record):
+    """The fields of verification/2 to /4 (each version adds its schema id; /3 and /4
+    the judge; /4 a category)."""
 
     category: VerificationCategory
+    """Each older version narrows it to the categories it had."""
     result: Literal["passed", "failed"]
     task_sha256: Sha256Hex | None
     """The task the guest verified; None exactly when its record was not read (a host
@@ -95,7 +101,7 @@ class _VerificationFields(Record):
     duration_ms: Millis
 
     @model_validator(mode="after")
-    def _unread_only_when_invalid(self) -> _VerificationFields:
+    def _unread_only_when_invalid(self) -> VerificationFields:
         """A digest is absent only in the host's stand-in for a record it could not read
         (any host reading), and that stand-in never passes: otherwise a record without a
         task digest could be accepted. A pass needs the report's IDs to match."""
@@ -114,15 +120,6 @@ class _VerificationFields(Record):
         return self
 
 
-class VerificationRecordV2(_VerificationFields):
-    """The verification record before the judge's process was recorded (every hidden
-    test command ran with the agent's code inside it); read by the audit only."""
-
-    schema_: Literal["harness.receipt.verification/2"] = Field(
-        "harness.receipt.verification/2", alias="schema"
-    )
-
-
 JudgeProcess = Literal["split", "in_process", "not_run"]
 """Where the hidden tests' assertions ran. `split`: in a process that never imported the
 agent's code, the solution served from a second process as another user
@@ -132,55 +129,31 @@ hidden command never ran (the workspace could not be copied, or the record is th
 host's stand-in)."""
 
 
-class VerificationRecord(_VerificationFields):
-    schema_: Literal["harness.receipt.verification/3"] = Field(
-        "harness.receipt.verification/3", alias="schema"
-    )
+NO_RUN: frozenset[str] = VERIFICATION_HOST_READINGS | {
+    "workspace_unreadable",
+    "hidden_tests_exposed",
+}
+"""Categories in which the hidden command never ran (the judge is `not_run`)."""
+
+
+class JudgedFields(VerificationFields):
+    """The fields of verification/3 and /4: which judge ran."""
+
     judge: JudgeProcess
 
     @model_validator(mode="after")
-    def _judge_ran(self) -> VerificationRecord:
+    def _judge_ran(self) -> JudgedFields:
         """A stand-in or an uncopied workspace ran no judge; anything else says which."""
-        no_run = self.category in VERIFICATION_HOST_READINGS or self.category in (
-            "workspace_unreadable",
-            "hidden_tests_exposed",
-        )
-        if (self.judge == "not_run") != no_run:
+        if (self.judge == "not_run") != (self.category in NO_RUN):
             raise ValueError("judge is not_run exactly when the hidden command never ran")
         return self
 
 
-class VerificationRecordV1(Record):
-    """The verification record before the report's test IDs, the workspace digest and the
-    suspicious-change flags were recorded; read by the audit only (never written)."""
+class VerificationRecord(JudgedFields):
+    """`verification/4`: a refusal to judge a task the solution could read
+    (`hidden_tests_exposed`); a pass judged in process makes the trial's verdict
+    `accepted_unguarded` (receipts/verdict.py)."""
 
-    schema_: Literal["harness.receipt.verification/1"] = Field(
-        "harness.receipt.verification/1", alias="schema"
+    schema_: Literal["harness.receipt.verification/4"] = Field(
+        "harness.receipt.verification/4", alias="schema"
     )
-    category: VerificationCategory
-    result: Literal["passed", "failed"]
-    task_sha256: Sha256Hex | None
-    """The task the guest verified; None exactly when its record was not read (a host
-    reading)."""
-    tests_passed: Count
-    tests_failed: Count
-    tests_errored: Count
-    fixture_changed: bool
-    """The agent modified a file the task declares as a fixture."""
-    files_changed: Count
-    final_diff_sha256: Sha256Hex | None
-    """None exactly when the record was not read (a host reading)."""
-    net_isolation: NetIsolation
-    """Whether the hidden tests ran without a network, as read back in their namespace."""
-    duration_ms: Millis
-
-    @model_validator(mode="after")
-    def _unread_only_when_invalid(self) -> VerificationRecordV1:
-        """A digest is absent only in the host's stand-in for a record it could not read
-        (any host reading), and that stand-in never passes: otherwise a record without a
-        task digest could be accepted."""
-        unread = self.category in VERIFICATION_HOST_READINGS
-        digests_absent = (self.task_sha256 is None, self.final_diff_sha256 is None)
-        if digests_absent != (unread, unread) or (unread and self.result != "failed"):
-            raise ValueError("digests are absent exactly when the record was not read")
-        return self

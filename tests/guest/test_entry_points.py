@@ -16,7 +16,7 @@ from receipts.pintable import build_pin_table, pin_table_bytes
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
 from tests.guest.gate.readonly import read_only
 from tests.guest.support_sandbox import sandbox_root
-from tests.guest.support_tasks import TASKS, scratch
+from tests.guest.support_tasks import TASKS, scratch, shipped
 
 __all__ = ["scratch"]
 REPO = Path(__file__).parents[2]
@@ -118,7 +118,7 @@ def test_agent_then_verify_through_the_gate(scratch: Path) -> None:
         digest,
         "guest.verify",
         "--task-dir",
-        str(TASKS / "py-one-line-fix"),
+        str(shipped(TASKS / "py-one-line-fix", scratch)),  # as the verification guest has it
         "--workspace",
         str(workspace),
         "--scratch",

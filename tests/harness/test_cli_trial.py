@@ -101,3 +101,18 @@ def test_a_trial_without_pins_says_why_and_how_to_fix_it(tmp_path: Path) -> None
     fields = json.loads(as_json.stdout)
     assert (fields["failed_stage"], fields["failed_category"]) == (stage, category)
     assert fields["remedy"] == payload["remedy"] and fields["fix"] == shown["fix"]
+
+
+def test_only_a_guarded_pass_exits_zero() -> None:
+    """CI reads the exit status: an unguarded pass (judged in the solution's own process)
+    is never 0. Mutation control: `accepted_unguarded` mapped to EXIT_ACCEPTED -> fails."""
+    from typing import get_args
+
+    from harness.commands.trial import verdict_exit_status
+    from receipts.records.trial import Verdict
+
+    statuses = {verdict: verdict_exit_status(verdict) for verdict in get_args(Verdict)}
+    assert statuses.pop("accepted") == 0
+    assert statuses.pop("accepted_unguarded") == 5
+    assert statuses.pop("task_incomplete") == 1
+    assert set(statuses.values()) == {3}

@@ -17,7 +17,7 @@ import pytest
 
 from receipts.audit import ALL_RULES, audit_bytes
 from receipts.audit.findings import AuditCategory
-from receipts.bundle import FILE_MODE, bundle_bytes, zip_info
+from receipts.bundle import FILE_MODE, bundle_bytes, bundle_entries, zip_info
 from receipts.canonical import canonical
 from receipts.modelkey import converted_key
 from receipts.records.base import Record
@@ -381,6 +381,18 @@ def _verification_inconsistent() -> bytes:
     )
 
 
+def _verification_relabelled() -> bytes:
+    """An in-process pass of a trial/4 receipt, its verification record relabelled as
+    verification/3 so that the verdict would read `accepted`, not `accepted_unguarded`."""
+    records = accepted_model_trial()
+    assert records.verification is not None
+    current = with_changes(records, verification=replace(records.verification, judge="in_process"))
+    entries = bundle_entries(current)
+    return tamper.forge(
+        tamper.edit_json(entries, "verification.json", schema="harness.receipt.verification/3")
+    )
+
+
 def _verifier_lost_but_passed() -> bytes:
     """A verification that passed in a verification guest the receipt says was lost."""
     records = accepted_model_trial()
@@ -563,6 +575,7 @@ CASES: dict[str, Case] = {
     "verification_inconsistent": Case(
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
     ),
+    "version_mismatch": Case(_verification_relabelled, "version_mismatch", "versions"),
     "confinement_inconsistent": Case(
         _confinement_inconsistent, "confinement_inconsistent", "confinement"
     ),

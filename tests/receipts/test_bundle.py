@@ -32,9 +32,9 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: trial/3, and the trial_scratch cleanup
-# receipt it promises).
-GOLDEN_ZIP_SHA256 = "02fbf400964ff2244579a6544f3aee0affb816e32cf4f373f6edf78e401cd8e0"
+# update it in the same commit and say why (last: trial/4 and verification/4, whose
+# schema ids the golden receipt's records now carry).
+GOLDEN_ZIP_SHA256 = "ab616268dfedd78b5b726909099071e9b0a00b0d6db896b09a10f3aa004bd428"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

@@ -196,7 +196,8 @@ def test_an_old_receipt_audits_valid_with_its_verdict() -> None:
         ({"verdict": "cancelled"}, "schema_violation"),  # /1 had no such verdict
         ({"schema": "harness.receipt.trial/2"}, "schema_missing_field"),
         ({"schema": "harness.receipt.trial/3"}, "schema_missing_field"),
-        ({"schema": "harness.receipt.trial/4"}, "schema_mismatch"),
+        ({"schema": "harness.receipt.trial/4"}, "schema_missing_field"),
+        ({"schema": "harness.receipt.trial/5"}, "schema_mismatch"),
     ],
 )
 def test_versions_stay_closed(changes: dict[str, Any], found: str) -> None:

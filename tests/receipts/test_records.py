@@ -61,7 +61,7 @@ def test_every_kind_names_a_versioned_schema_of_its_own() -> None:
     assert len(set(ids)) == len(ids)
     for kind, schema_id in zip(KINDS, ids, strict=True):
         name, _, version = schema_id.partition("/")
-        assert version in {"1", "2", "3"}  # hoststate/3: no trial's items; memory/2
+        assert version in {"1", "2", "3", "4"}  # trial/4, verification/4: unguarded passes
         assert name == f"harness.receipt.{kind.name.removesuffix('s')}" or schema_id in {
             "harness.receipt.worker_request/2",
             "harness.receipt.agent_turn/1",
@@ -77,10 +77,12 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
     assert len(set(every)) == len(every)
     legacy = [(kind, model) for kind in KINDS for model in kind.legacy]
     assert [model.schema_id() for _kind, model in legacy] == [
+        "harness.receipt.trial/3",
         "harness.receipt.trial/2",
         "harness.receipt.trial/1",
         "harness.receipt.dispatch/1",
         "harness.receipt.agent/1",
+        "harness.receipt.verification/3",
         "harness.receipt.verification/2",
         "harness.receipt.verification/1",
         "harness.receipt.hoststate/2",

@@ -75,6 +75,9 @@ def member_trial(trial_id: str, verdict: str, shift_ms: int = 0) -> RecordSet:
             records.verification, result="failed", tests_passed=2, tests_failed=1
         )
         changes["trial"] = replace(changes["trial"], verdict="task_incomplete")
+    if verdict == "accepted_unguarded":  # a pass judged in the solution's own process
+        changes["verification"] = replace(records.verification, judge="in_process")
+        changes["trial"] = replace(changes["trial"], verdict="accepted_unguarded")
     records = dataclasses.replace(records, **changes)
     return records
 

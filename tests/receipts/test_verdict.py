@@ -36,6 +36,28 @@ def test_failed_hidden_tests_are_task_incomplete() -> None:
     assert derive_verdict(dataclasses.replace(records, verification=failed)) == "task_incomplete"
 
 
+def test_a_pass_judged_in_process_is_never_plain_accepted() -> None:
+    """The hidden tests passed in the solution's own process: `accepted_unguarded`.
+    A trial/3 receipt (older rules, no such verdict) keeps `accepted`.
+    Mutation control: unguarded_pass returning False -> the first assertion fails."""
+    from receipts.records.legacy import TrialRecordV3, VerificationRecordV3
+
+    records = _base()
+    assert records.verification is not None and records.trial is not None
+    in_process = replace(records.verification, judge="in_process")
+    assert derive_verdict(dataclasses.replace(records, verification=in_process)) == (
+        "accepted_unguarded"
+    )
+    old_trial = TrialRecordV3.model_validate_json(
+        records.trial.model_dump_json(by_alias=True).replace("trial/4", "trial/3")
+    )
+    old_verification = VerificationRecordV3.model_validate_json(
+        in_process.model_dump_json(by_alias=True).replace("verification/4", "verification/3")
+    )
+    old = dataclasses.replace(records, trial=old_trial, verification=old_verification)
+    assert derive_verdict(old) == "accepted"
+
+
 @pytest.mark.parametrize(
     ("stage", "category"),
     [

@@ -1,4 +1,4 @@
-"""verification/3 (where the hidden tests' assertions ran: `judge`) and old verification/2
+"""verification/3 and /4 (where the hidden tests' assertions ran: `judge`) and old verification/2
 receipts that still audit.
 
 `fixtures/verification-v2-golden.zip` is a real old receipt: `bundle_bytes(accepted_model_trial())`
@@ -29,7 +29,7 @@ import pytest
 
 from receipts.audit import audit_and_read
 from receipts.records import VerificationRecord
-from receipts.records.verification import VerificationRecordV1, VerificationRecordV2
+from receipts.records.legacy import VerificationRecordV1, VerificationRecordV2
 from tests.receipts.builders import accepted_model_trial, replace
 from tests.receipts.legacy import fixture_entries
 
@@ -50,7 +50,7 @@ def test_an_old_verification_v2_receipt_still_audits() -> None:
 def test_the_current_record_says_where_the_judge_ran() -> None:
     verification = accepted_model_trial().verification
     assert type(verification) is VerificationRecord
-    assert verification.schema_id() == "harness.receipt.verification/3"
+    assert verification.schema_id() == "harness.receipt.verification/4"
     assert verification.judge == "split"
     data = verification.model_dump(by_alias=True)
     del data["judge"]

@@ -50,14 +50,16 @@ def suite_zip(tmp_path: Path) -> Path:
     oracle, null = receipt("a" * 32, "accepted"), receipt("b" * 32, "task_incomplete")
     failed = receipt("c" * 32, "failed_host_state")
     cancelled = receipt("d" * 32, "cancelled")
+    unguarded = receipt("e" * 32, "accepted_unguarded")
     members = (
         entry("0000", oracle),
         entry("0001", null, script="null"),
         entry("0002", None, state="cancelled", exit_code=None, missing="cancelled_before_start"),
         entry("0003", failed, exit_code=3),
         entry("0004", cancelled, state="cancelled", exit_code=143),
+        entry("0005", unguarded, exit_code=5),
     )
-    blobs = {"0000": oracle, "0001": null, "0003": failed, "0004": cancelled}
+    blobs = {"0000": oracle, "0001": null, "0003": failed, "0004": cancelled, "0005": unguarded}
     target = tmp_path / "suite.zip"
     write_suite_bundle(suite(members), blobs, target)
     return target
@@ -69,17 +71,23 @@ def test_the_report_counts_members_and_separates_agents(suite_zip: Path) -> None
     report = suite_report(record, members)
     groups = {g["agent"]: g for g in report["groups"]}
     oracle, null = groups["scripted:oracle"], groups["scripted:null"]
-    assert (oracle["trials"], oracle["with_receipt"], oracle["judged"]) == (4, 3, 2)
-    assert (oracle["scored"], oracle["accepted"]) == (1, 1)
-    assert oracle["verdicts"] == {"accepted": 1, "cancelled": 1, "failed_host_state": 1}
+    assert (oracle["trials"], oracle["with_receipt"], oracle["judged"]) == (5, 4, 3)
+    assert (oracle["scored"], oracle["accepted"], oracle["unguarded"]) == (1, 1, 1)
+    assert oracle["verdicts"] == {
+        "accepted": 1,
+        "accepted_unguarded": 1,
+        "cancelled": 1,
+        "failed_host_state": 1,
+    }
     assert oracle["missing"] == {"cancelled_before_start": 1}, "counted, not judged"
-    # A harness failure is not passed (never left out to raise the rate); a cancel is not
-    # judged.
-    assert oracle["pass_rate"] == 0.5 and oracle["wilson95"] == [0.0945, 0.9055]
+    # A harness failure is not passed (never left out to raise the rate), nor is an
+    # unguarded pass; a cancel is not judged.
+    assert oracle["pass_rate"] == 0.3333
     assert (null["accepted"], null["pass_rate"]) == (0, 0.0)
     assert oracle["wall_ms_median"] == 60_000 == oracle["wall_ms_p90"]
     assert report["verdicts"] == {
         "accepted": 1,
+        "accepted_unguarded": 1,
         "cancelled": 1,
         "failed_host_state": 1,
         "task_incomplete": 1,
@@ -103,7 +111,7 @@ def test_audit_report_and_view_on_the_command_line(suite_zip: Path, tmp_path: Pa
     assert audited.returncode == 0, audited.stderr
     assert json.loads(audited.stdout)["valid"] is True
     reported = _harness("suite", "report", str(suite_zip))
-    assert reported.returncode == 0 and json.loads(reported.stdout)["members"] == 5
+    assert reported.returncode == 0 and json.loads(reported.stdout)["members"] == 6
     page = tmp_path / "suite.html"
     viewed = _harness("view", str(suite_zip), "-o", str(page))
     assert viewed.returncode == 0
