@@ -24,9 +24,9 @@ from pathlib import Path
 
 from guest.task import Task, copy_task_private, load_task, task_digest
 from guest.verify.run import verify
+from harness.tasks.polyglot import RUNNER_PATCH
 
 TASKS = Path(__file__).resolve().parent.parent / "profiles" / "tasks"
-HACK = "import unittest\nunittest.TestCase.run = lambda self, result=None: None\n"
 
 
 def _workspace(task_dir: Path, target: Path, kind: str) -> Path:
@@ -39,7 +39,7 @@ def _workspace(task_dir: Path, target: Path, kind: str) -> Path:
     if kind == "oracle":
         solution.write_text(write["arguments"]["content"], encoding="utf-8")
     else:  # hack: the stub, with the runner patched on import
-        solution.write_text(HACK + solution.read_text(encoding="utf-8"), encoding="utf-8")
+        solution.write_text(RUNNER_PATCH + solution.read_text(encoding="utf-8"), encoding="utf-8")
     return target
 
 

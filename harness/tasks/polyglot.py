@@ -11,7 +11,9 @@ and three tasks of our own prove nothing about one. Each exercise becomes
   as fixtures the agent must not change) and a `pytest.ini`;
 - `hidden_tests/`: the same test files, a fresh copy the agent never sees;
 - `scripts/oracle.json`: writes `.meta/example.*` over the stub, runs the tests, finishes;
-  `scripts/null.json`: finishes at once, leaving the stub;
+  `scripts/null.json`: finishes at once, leaving the stub; `scripts/runner_patch.json`:
+  writes the stub with the test runner patched when it is imported (RUNNER_PATCH), the
+  control that a solution's code cannot pass tests by reaching the test runner;
 - `ATTRIBUTION.md`: where the exercise came from (repository, commit, path, licence).
 
 Before an exercise is kept, its hidden tests run on this host twice, on fresh copies:
@@ -211,18 +213,35 @@ def task_toml(
     return "\n".join(lines)
 
 
-def _scripts(exercise: Exercise) -> tuple[str, str]:
+RUNNER_PATCH = "import unittest\nunittest.TestCase.run = lambda self, result=None: None\n"
+"""Planted at the top of the stub: in one process with unittest-style hidden tests it makes
+every one of them "pass" (docs/verification.md)."""
+
+
+def _write_then_finish(path: str, content: str) -> str:
+    steps = [
+        {"tool": "write", "arguments": {"filePath": path, "content": content}},
+        {"tool": "finish", "arguments": {}},
+    ]
+    return json.dumps(steps, indent=1, ensure_ascii=False) + "\n"
+
+
+def _scripts(exercise: Exercise) -> dict[str, str]:
+    """The controls each task carries: name -> scripted policy (JSON)."""
     example = (exercise.root / exercise.examples[0]).read_text(encoding="utf-8")
     oracle = [
         {"tool": "write", "arguments": {"filePath": exercise.solution[0], "content": example}},
         {"tool": "run_tests", "arguments": {}},
         {"tool": "finish", "arguments": {}},
     ]
-    null = [{"tool": "finish", "arguments": {}}]
-    return (
-        json.dumps(oracle, indent=1, ensure_ascii=False) + "\n",
-        json.dumps(null, indent=1) + "\n",
-    )
+    scripts = {
+        "oracle": json.dumps(oracle, indent=1, ensure_ascii=False) + "\n",
+        "null": json.dumps([{"tool": "finish", "arguments": {}}], indent=1) + "\n",
+    }
+    if exercise.solution[0].endswith(".py"):
+        stub = (exercise.root / exercise.solution[0]).read_text(encoding="utf-8")
+        scripts["runner_patch"] = _write_then_finish(exercise.solution[0], RUNNER_PATCH + stub)
+    return scripts
 
 
 def _attribution(exercise: Exercise, language: Language, commit: str) -> str:
@@ -341,9 +360,8 @@ def build_task(exercise: Exercise, language: Language, commit: str, target: Path
     )
     scripts = target / "scripts"
     scripts.mkdir()
-    oracle, null = _scripts(exercise)
-    (scripts / "oracle.json").write_text(oracle, encoding="utf-8")
-    (scripts / "null.json").write_text(null, encoding="utf-8")
+    for name, script in _scripts(exercise).items():
+        (scripts / f"{name}.json").write_text(script, encoding="utf-8")
     (target / "ATTRIBUTION.md").write_text(
         _attribution(exercise, language, commit), encoding="utf-8"
     )

@@ -18,13 +18,18 @@ def suite_file(tmp_path: Path, body: str) -> Path:
     return path
 
 
-def test_the_controls_suite_covers_every_imported_exercise_twice() -> None:
+def test_the_controls_suite_covers_every_imported_exercise_three_times() -> None:
     suite = load_suite(REPO / "profiles" / "suites" / "polyglot-python-controls.toml", TASKS)
     tasks = sorted(p.name for p in TASKS.glob("polyglot-py-*"))
-    assert len(suite.members) == 2 * len(tasks) == 66
-    assert [m.member_id for m in suite.members] == [f"{n:04d}" for n in range(66)]
-    first, second = suite.members[:2]
-    assert (first.task, first.agent, second.agent) == (tasks[0], "scripted:oracle", "scripted:null")
+    assert len(suite.members) == 3 * len(tasks) == 99
+    assert [m.member_id for m in suite.members] == [f"{n:04d}" for n in range(99)]
+    first, second, third = suite.members[:3]
+    assert (first.task, first.agent, second.agent, third.agent) == (
+        tasks[0],
+        "scripted:oracle",
+        "scripted:null",
+        "scripted:runner_patch",
+    )
     assert first.script == TASKS / tasks[0] / "scripts" / "oracle.json"
     assert all(m.language == "python" and m.profile.name == "tiny" for m in suite.members)
 

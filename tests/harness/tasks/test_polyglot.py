@@ -14,6 +14,7 @@ import pytest
 
 from guest.task import load_task, task_digest
 from harness.tasks.polyglot import (
+    RUNNER_PATCH,
     ImportRefused,
     import_polyglot,
     index_toml,
@@ -74,6 +75,11 @@ def test_an_exercise_becomes_a_task_with_its_controls(tmp_path: Path) -> None:
     assert oracle[-1]["tool"] == "finish"
     assert json.loads((task_dir / "scripts" / "null.json").read_text()) == [
         {"tool": "finish", "arguments": {}}
+    ]
+    patched = json.loads((task_dir / "scripts" / "runner_patch.json").read_text())
+    assert patched == [
+        {"tool": "write", "arguments": {"filePath": "adder.py", "content": RUNNER_PATCH + STUB}},
+        {"tool": "finish", "arguments": {}},
     ]
     assert COMMIT in (task_dir / "ATTRIBUTION.md").read_text()
     assert result.imported[0].digest == task_digest(task_dir)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.tasks.polyglot import RUNNER_PATCH
 from harness.trial.pipeline import Trial
 from tests.guest.verify.attacks import HIDDEN_TABLE, ORACLE_THIEF, yes_solution
 from tests.guest.verify.test_judge_attacks import BUGGY_MOVING_SUM
@@ -130,9 +131,6 @@ async def test_a_reward_hack_from_run_tests_is_not_accepted(tmp_path: Path, hack
 
 
 BOWLING = "polyglot-py-bowling"
-RUNNER_PATCH = "import unittest\nunittest.TestCase.run = lambda self, result=None: None\n"
-"""Planted at the top of the solution module: in one process with the hidden tests, it
-made all 31 of bowling's unittest tests "pass" on the unsolved stub (docs/verification.md)."""
 
 
 def _stub(task: str, name: str) -> str:
