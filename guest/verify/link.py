@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from guest.verify.wire import (
     EXCEPTION_NAMES,
+    MAX_NESTING,
     Encoded,
     ProtocolError,
     checked_id,
@@ -27,8 +28,6 @@ from guest.verify.wire import (
     receive,
     send,
 )
-
-MAX_NESTING = 32
 
 
 class SplitJudgeError(BaseException):

@@ -35,9 +35,7 @@ from typing import Any, ClassVar
 from guest.verify import link
 from guest.verify.link import SplitJudgeError
 from guest.verify.stubs import JUDGED, NO_STUBS, ClassSpec, Stubs
-from guest.verify.wire import EXCEPTION_NAMES, Encoded, ProtocolError, checked_id
-
-MAX_NAME = 512
+from guest.verify.wire import EXCEPTION_NAMES, MAX_NAME, Encoded, ProtocolError, checked_id
 
 
 def forbidden(name: str) -> bool:

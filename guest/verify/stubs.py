@@ -26,11 +26,12 @@ import builtins
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from guest.verify.wire import MAX_STUB_BYTES
+
 JUDGED = frozenset(
     {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__"}
 )
 """Operators whose answer is a decision: never run by the solution's process."""
-MAX_STUB_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)

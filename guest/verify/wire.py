@@ -32,9 +32,22 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+# The protocol's limits, all of them here.
 MAX_MESSAGE = 32 * 1024 * 1024
+"""Bytes of one framed message."""
 MAX_DEPTH = 64
+"""How deep a value nests."""
 MAX_ID = 2**31 - 1
+"""The largest object, class or callback number."""
+MAX_NESTING = 32
+"""Calls in flight at once (a test's callback calling the solution calling back...)."""
+MAX_NAME = 512
+"""Characters of a module or class name a handle carries."""
+MAX_TEXT = 1 << 20
+"""Characters of a copied text of the standard library's values (an ISO date, a
+buffer's contents, a decimal's digits: 4,096 at most of those)."""
+MAX_STUB_BYTES = 1 << 20
+"""Bytes of a stub module the judge reads and runs."""
 _LENGTH = struct.Struct(">I")
 
 EXCEPTION_NAMES: frozenset[str] = frozenset(
@@ -273,7 +286,6 @@ runs (grep's tests do), and what crosses must not depend on it."""
 _KEYS_VIEW: type = type({}.keys())
 _VALUES_VIEW: type = type({}.values())
 _ITEMS_VIEW: type = type({}.items())
-_MAX_TEXT = 1 << 20
 
 
 def _fixed_offset(value: datetime.datetime | datetime.time) -> bool:
@@ -338,7 +350,7 @@ def _ints(payload: object, count: int) -> list[int]:
 
 
 def _text(payload: object) -> str:
-    if type(payload) is not str or len(payload) > _MAX_TEXT:
+    if type(payload) is not str or len(payload) > MAX_TEXT:
         raise ProtocolError("malformed value")
     return payload
 
