@@ -257,11 +257,16 @@ def _negate(result: object) -> object:
 
 
 def _left_methods(spec: ClassSpec, forward: Callable[[str], object]) -> dict[str, object]:
+    """The methods the stub leaves to the solution, each as `forward` makes it (an
+    object of the solution's asks its own; a value the judge built, a copy the solution
+    builds). Python finds an operator through the descriptor too, so one kind serves
+    both methods and operators of a value; an object of the solution's answers an
+    operator through `op`."""
     methods: dict[str, object] = {}
     for name in spec.left - JUDGED - {"__init__"}:
         if name in spec.on_class:
             methods[name] = ClassForward(name)
-        elif name.startswith("__") and name.endswith("__"):
+        elif forward is InstanceForward and name.startswith("__") and name.endswith("__"):
             methods[name] = forwarded_dunder(name)
         else:
             methods[name] = forward(name)

@@ -210,6 +210,20 @@ class Helper:
 class ShelfError(ValueError):
     pass
 
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):
+        return True  # a lie: the stub's own __eq__ decides
+
+    def __repr__(self):
+        return f"Point({self.x})"
+
+    def shifted(self, dx):
+        return Point(self.x + dx)
+
+
 def make(*items):
     return Shelf(items)
 
@@ -251,6 +265,20 @@ class Shelf:
 
 class ShelfError(ValueError):
     pass
+
+
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):
+        return isinstance(other, Point) and self.x == other.x
+
+    def __repr__(self):
+        pass
+
+    def shifted(self, dx):
+        pass
 """
 """The task's stub: it declares `__eq__`, `__len__` and `__add__` for the solution to write
 (equality is then the judge's, over state), and not `__contains__`."""
@@ -491,3 +519,17 @@ def test_the_solutions_process_computes_values_only(tmp_path: Path) -> None:
     assert server.handle(["op", 1, "__len__", ["t", []]]) == 2
     ours.close()
     theirs.close()
+
+
+def test_a_value_class_is_built_by_the_judge(solution: Any) -> None:
+    """The stub implements Point's constructor and equality: a test's Point is the
+    judge's, from the stub; what the stub leaves (repr, shifted) runs on a copy the
+    solution builds with the same arguments.
+    Mutation control: ValueForward used for no dunder (forwarded_dunder for a value's
+    __repr__ again) -> repr fails."""
+    point = solution.Point(2)
+    assert not isinstance(point, RemoteObject) and type(point).__name__ == "Point"
+    assert repr(point) == "Point(2)"
+    moved = point.shifted(3)  # the solution's object, compared by the stub's __eq__
+    assert moved == solution.Point(5) and moved != solution.Point(4)
+    assert moved != 5
