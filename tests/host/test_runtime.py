@@ -19,7 +19,7 @@ from host.runtime import RuntimeBuildError, build_runtime
 from receipts.records import AgentRecord, VerificationRecord
 from tests.guest.gate.readonly import read_only
 from tests.guest.support_sandbox import sandbox_root
-from tests.guest.support_tasks import TASKS, scratch
+from tests.guest.support_tasks import TASKS, scratch, shipped
 
 __all__ = ["scratch"]
 REPO = Path(__file__).parents[2]
@@ -118,7 +118,7 @@ def test_scripted_agent_and_verification_run_from_the_runtime_alone(
         runtime.pins_sha256,
         "guest.verify",
         "--task-dir",
-        str(TASKS / "py-two-file-change"),
+        str(shipped(TASKS / "py-two-file-change", scratch)),  # the root's alone, as shipped
         "--workspace",
         str(workspace),
         "--scratch",

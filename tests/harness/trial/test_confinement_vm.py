@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from guest.task import load_task
 from guest.tools.sandbox import AGENT_CGROUP, AGENT_UID, PRIVATE_DIRS, CgroupLimits
 from harness.profiles import load_profile
 from harness.trial.context import TrialOptions
@@ -169,11 +170,13 @@ async def test_agent_code_is_confined_and_killed_in_a_real_guest(tmp_path: Path)
 @pytest.mark.parametrize("task", ["node-bug-fix", "py-two-file-change"])
 async def test_honest_solutions_are_accepted_in_a_real_guest(tmp_path: Path, task: str) -> None:
     """The guest's own runners (Debian's pytest and node) report exactly the declared
-    hidden test IDs, and a correct fix runs its tests as the agent uid."""
+    hidden test IDs, and a correct fix runs its tests as the agent uid. A task judged in
+    the solution's process (node's) is accepted, but never as an ordinary pass."""
     script = TASKS / task / "scripts" / "solution.json"
     result = await Trial(_options(tmp_path, task, script)).run()
     records = _records(result)
     assert records.verification is not None
     assert getattr(records.verification, "report_ids", None) == "match"
-    assert result.verdict == "accepted"
+    judge = load_task(TASKS / task).hidden.judge
+    assert (judge, result.verdict) in {("split", "accepted"), ("in_process", "accepted_unguarded")}
     _no_qemu_left(records.trial.trial_id)  # type: ignore[union-attr]
