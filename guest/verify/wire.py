@@ -45,7 +45,10 @@ MAX_NAME = 512
 """Characters of a module or class name a handle carries."""
 MAX_TEXT = 1 << 20
 """Characters of a copied text of the standard library's values (an ISO date, a
-buffer's contents, a decimal's digits: 4,096 at most of those)."""
+buffer's contents, a byte array's hex)."""
+MAX_DECIMAL_TEXT = 4096
+"""Characters of a decimal's text: a longer one would make the judge's arithmetic on
+it as slow as the solution likes."""
 MAX_STUB_BYTES = 1 << 20
 """Bytes of a stub module the judge reads and runs."""
 _LENGTH = struct.Struct(">I")
@@ -392,7 +395,7 @@ def _buffer(payload: object, binary: bool) -> io.StringIO | io.BytesIO:
 
 def _decimal(payload: object) -> decimal.Decimal:
     text = _text(payload)
-    if len(text) > 4096:
+    if len(text) > MAX_DECIMAL_TEXT:
         raise ProtocolError("malformed value")
     return _DECIMAL(text)
 

@@ -16,6 +16,7 @@ still refused by the judge's own Exception check: defence in depth);
 
 from __future__ import annotations
 
+import decimal
 import math
 import os
 import socket
@@ -29,7 +30,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from guest.verify import judgeside, link
+from guest.verify import judgeside, link, wire
 from guest.verify.judgeside import Link, SolutionFinder, SplitJudgeError
 from guest.verify.proxies import RemoteModule, RemoteObject, SolutionHandles
 from guest.verify.split import server_argv
@@ -150,6 +151,18 @@ def test_decode_refuses(data: object) -> None:
 
     with pytest.raises(ProtocolError):
         decode(data, handles)
+
+
+def test_copied_texts_are_bounded() -> None:
+    """A decimal's text and a copied text each stop at their limit (wire.py)."""
+    digits = "1" * wire.MAX_DECIMAL_TEXT
+    assert decode(["D", digits], _refuse) == decimal.Decimal(digits)
+    with pytest.raises(ProtocolError):
+        decode(["D", digits + "1"], _refuse)
+    hexed = "00" * (wire.MAX_TEXT // 2)
+    assert decode(["B", hexed], _refuse) == bytearray(wire.MAX_TEXT // 2)
+    with pytest.raises(ProtocolError):
+        decode(["B", hexed + "00"], _refuse)
 
 
 def test_depth_is_bounded_both_ways() -> None:
