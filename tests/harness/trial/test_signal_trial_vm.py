@@ -71,6 +71,21 @@ class StderrLog:
                 self.cond.wait(0.05)
         return False
 
+    def acknowledged(self, signum: signal.Signals, process: subprocess.Popen[bytes]) -> bool:
+        """Whether the trial logged taking `signum` (its `stop_signal` line). Two signals
+        sent back to back may be taken in either order: the kernel may hand them to two
+        of the process's threads, whose handlers then race to wake the event loop (seen:
+        SIGINT then SIGTERM sent, exit 143). A fixed pause instead of this wait lost the
+        other race: the cancelled trial had read the host state before it came (CI)."""
+        wanted = {"event": "stop_signal", "category": signum.name}
+        deadline = time.monotonic() + GRACE_S
+        with self.cond:
+            while time.monotonic() < deadline and process.poll() is None:
+                if any(all(e.get(k) == v for k, v in wanted.items()) for e in self.events):
+                    return True
+                self.cond.wait(0.01)
+        return False
+
 
 def _guests_of(parent: int) -> set[int]:
     """PIDs of the full-boot QEMU processes (not accelerator probes) `parent` started."""
@@ -126,8 +141,8 @@ def test_a_stop_signal_cancels_the_trial_with_a_valid_receipt(
         assert reached, f"the trial never reached {stage}: {log.events[-5:]}"
         signalled = time.monotonic()
         for index, each in enumerate(signums):
-            if index:
-                time.sleep(0.05)  # two different signals, in order (the kernel keeps both)
+            if index:  # the second once the first is taken (see `acknowledged`)
+                assert log.acknowledged(signums[index - 1], child), log.events[-5:]
             if stage == "worker":  # the terminal's Ctrl-C: the whole foreground group
                 os.killpg(child.pid, each)
             else:

@@ -31,6 +31,7 @@ from host.hoststate import compare, take_snapshot
 from host.hoststate.attribution import OwnTrial
 from host.image import GuestImage, build_data_disk
 from host.image.digest import sha256_file
+from host.procfs import process_running
 from host.ssh import SshError, connect, generate_trial_keys
 from host.vm import QemuVm, VmError
 from host.vm.budgets import cpu_limit_of, memory_limit_of, pids_limit_of, swap_limit_of
@@ -248,6 +249,13 @@ async def test_teardown_confirms_after_qemu_is_killed(
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(SshError):
             await vm.exec("true", deadline_s=10)
+        # The kill is delivered at once, but the kernel frees a 1 GiB guest for a while
+        # (longer on a busy host); until then QEMU still runs and libvirt is right to
+        # destroy it. This test is of the path after QEMU is gone: wait for that event.
+        deadline = time.monotonic() + 30
+        while process_running(pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not process_running(pid)
     finally:
         results = await vm.cleanup()
     if isinstance(vm, QemuVm):
