@@ -36,6 +36,8 @@ from receipts.records.legacy import (
     AnyToolCallRecord,
     AnyTrialRecord,
     AnyVerificationRecord,
+    AnyVerifierVmRecord,
+    AnyVmRecord,
     AnyWorkerRequestRecord,
 )
 from receipts.records.memory import MemoryRecord
@@ -54,8 +56,8 @@ class RecordSet:
     dispatch: AnyDispatchRecord | None = None
     model: ModelRecord | None = None
     image: ImageRecord | None = None
-    vm: VmRecord | None = None
-    verifier_vm: VerifierVmRecord | None = None
+    vm: AnyVmRecord | None = None
+    verifier_vm: AnyVerifierVmRecord | None = None
     """The pristine second guest the hidden tests ran in (absent in receipts of harnesses
     that verified inside the agent's guest)."""
     gate: GateRecord | None = None

@@ -33,6 +33,7 @@ from harness.profiles import ProfileError, load_profile
 from harness.profiles.model import profile_contradiction
 from harness.remedies import describe, fix_command
 from harness.trial.context import TrialOptions
+from harness.trial.gueststart import GuestStartRequest
 from harness.trial.pipeline import Trial, TrialResult
 from harness.trial.progress import LiveProgress, LogProgress, ProgressSink
 from receipts.audit import audit_and_read_file
@@ -139,6 +140,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="where the worker runs (default: the profile's worker.placement)",
     )
     parser.add_argument(
+        "--guest-start",
+        choices=get_args(GuestStartRequest),
+        default="snapshot",
+        help="restore guests from a snapshot of the image where possible (made once per "
+        "image and guest shape, verified before every use), or always boot cold",
+    )
+    parser.add_argument(
         "--dispatch", type=Path, metavar="FILE", help="a one-shot ticket (harness dispatch issue)"
     )
     parser.add_argument(
@@ -217,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         dispatch=args.dispatch,
         suite_member=membership,
         placement=args.placement,
+        guest_start=args.guest_start,
     )
     if sys.stderr.isatty() and not args.json:
         with LiveProgress() as live:  # stage, elapsed and deadline, drawn on the terminal

@@ -14,6 +14,7 @@ from harness.dispatch import SuiteMembership
 from harness.profiles import Profile
 from harness.profiles.load import PROFILES_DIR
 from harness.trial.diskfiles import REPO
+from harness.trial.gueststart import GuestStartRequest
 from harness.trial.modelstage import PreparedModel
 from harness.trial.worker import Worker
 from host.image.build import GuestImage
@@ -42,6 +43,8 @@ class TrialOptions:
     """Overrides the profile's `worker.placement` (None keeps the profile's)."""
     locks: Path = PROFILES_DIR
     """Where the operator's pin locks are (hf_snapshot profiles): beside the profiles."""
+    guest_start: GuestStartRequest = "snapshot"
+    """Restore guests from the image's snapshot where possible, or always boot cold."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from harness.trial.evidence import StageFailed
 from harness.trial.guests import Guest
 from harness.trial.owned import OwnedResources
 from harness.trial.placement import resolve_placement, worker_for
-from harness.trial.vmstage import DiskPlan, VmStageFailed, start_vm
+from harness.trial.vmstage import DiskPlan, StartRequest, VmStageFailed, start_vm
 from host.cancel import in_thread
 from host.runtime import RuntimeBuildError, RuntimeFailure, build_runtime
 from host.vm.categories import Accelerator
@@ -109,6 +109,7 @@ async def vm_stage(
             backend=context.backend,
             accel=context.options.accel,
             owned=owned,
+            starts=StartRequest(context.options.guest_start, context.options.cache),
         )
     except VmStageFailed as failure:
         guest.category = failure.category

@@ -30,7 +30,7 @@ from harness.trial.guestrun import WORK
 from harness.trial.guests import Guest, Guests
 from harness.trial.owned import OwnedResources
 from harness.trial.stage import TrialState
-from harness.trial.vmstage import VmStageFailed, start_verifier_vm, vm_record
+from harness.trial.vmstage import StartRequest, VmStageFailed, start_verifier_vm, vm_record
 from host.cancel import in_thread
 from host.image.build import GuestImage
 from host.runtime import GuestRuntime
@@ -94,7 +94,7 @@ class Verification:
             self._unread("workspace_not_carried")
             raise StageFailed from None
         source = await in_thread(self.verifier_source, carried)
-        verifier = self.guests.verifier
+        verifier, options = self.guests.verifier, self.context.options
         self.guests.verifier_started = True
         try:
             verifier.handle = await start_verifier_vm(
@@ -106,6 +106,7 @@ class Verification:
                 backend=self.context.backend,
                 accelerator=accelerator,
                 owned=self.owned,
+                starts=StartRequest(options.guest_start, options.cache),
             )
         except VmStageFailed as failure:
             verifier.handle, verifier.category = failure.handle, failure.category

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.profiles import Profile
+from harness.trial.gueststart import GuestShape, GuestStartRequest, plan_start
 from harness.trial.owned import OwnedResources, Owner, cgroup_release
 from host.cancel import in_thread
 from host.cgroups import Cgroup
@@ -37,7 +38,7 @@ from host.vm.budgets import (
 from host.vm.categories import Accelerator, AcceleratorReason, AccelRequest
 from host.vm.errors import VmError
 from receipts.records import VmRecord
-from receipts.records.vm import VmCategory
+from receipts.records.vm import GuestStart, VmCategory
 from receipts.vocabulary import Backend
 
 MIB = 1 << 20
@@ -57,6 +58,17 @@ class VmHandle:
     boot_to_ssh_ms: int | None = None
     memory_dir: Path | None = None
     """The memory cgroup QEMU is charged to (the trial's, or libvirt's), once started."""
+    start: GuestStart | None = None
+    """How the guest started (restored or booted), once decided (gueststart.py)."""
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """What the trial asks of its guests' start: restore or cold (`--guest-start`), and
+    the cache whose `snapshots/` holds the snapshots."""
+
+    request: GuestStartRequest
+    cache: Path
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,7 @@ async def start_vm(
     backend: VmBackend,
     accel: AccelRequest,
     owned: OwnedResources,
+    starts: StartRequest,
 ) -> VmHandle:
     """Bring the agent's guest up under its budgets; raises VmStageFailed with the category.
 
@@ -150,6 +163,7 @@ async def start_vm(
         disk_plan=disk_plan,
         memory_mib=profile.memory.guest_ram // MIB,
         owner=owner,
+        starts=starts,
     )
     return handle
 
@@ -164,8 +178,10 @@ async def start_verifier_vm(
     backend: VmBackend,
     accelerator: tuple[Accelerator, AcceleratorReason],
     owned: OwnedResources,
+    starts: StartRequest,
 ) -> VmHandle:
-    """A second guest, booted from the same pristine content-keyed image in a new overlay,
+    """A second guest, started from the same pristine content-keyed image in a new overlay
+    (booted, or restored from the image's snapshot: gueststart.py),
     for the hidden tests only: nothing the agent's code did to its own guest (a planted
     `sitecustomize`, a process left running, a rewritten interpreter) exists here. Its
     only inputs are the read-only disk built from `data_source` on the host. It has its
@@ -185,6 +201,7 @@ async def start_verifier_vm(
         disk_plan=DiskPlan(data_source, None),
         memory_mib=verifier_memory_bytes(profile) // MIB,
         owner=owner,
+        starts=starts,
     )
     return handle
 
@@ -233,14 +250,28 @@ async def _boot(
     disk_plan: DiskPlan,
     memory_mib: int,
     owner: Owner,
+    starts: StartRequest,
 ) -> None:
-    """Data disk, QEMU in the handle's cgroup, budgets checked where QEMU runs, SSH."""
+    """Data disk, how the guest starts, QEMU in the handle's cgroup, budgets checked where
+    QEMU runs, SSH."""
     try:
         data_disk = await in_thread(  # mkfs into disk_dir: done before its release removes it
             build_data_disk, disk_plan.data_source, disk_dir / "data.img"
         )
     except ImageError:
         raise VmStageFailed("data_disk_failed", handle) from None
+    shape = GuestShape(accelerator[0], memory_mib, profile.vm.vcpus, profile.vm.tcg_tb_size_mib)
+    plan = await plan_start(
+        request=starts.request,
+        backend=backend.name,
+        guest=shape,
+        worker_channel=disk_plan.worker_socket is not None,
+        image=image,
+        cache=starts.cache,
+        cgroup=handle.cgroup,
+        deadline_s=float(profile.vm.ssh_deadline_s),
+    )
+    handle.start = plan.record
     try:
         spec = VmSpec(
             tag=tag,
@@ -256,6 +287,8 @@ async def _boot(
             worker_socket=disk_plan.worker_socket,
             cpu_millicores=handle.cpu_quota_millicores,
             pids_limit=handle.pids_limit,
+            control=plan.snapshot is not None,
+            snapshot=plan.snapshot,
         )
         vm = backend.create(spec)
         owner.register("qemu_process", vm.cleanup)
@@ -335,8 +368,9 @@ def vm_record(
         facts = handle.vm.facts() if handle is not None and handle.vm is not None else None
     except VmError:
         facts = None
+    start = handle.start if handle is not None else None
     if facts is not None:
-        return facts.to_record(category, **budgets)
+        return facts.to_record(category, start, **budgets)
     return VmRecord(
         category=category,
         backend=backend,
@@ -347,5 +381,6 @@ def vm_record(
         host_key_sha256=None,
         boot_to_ssh_ms=None,
         duration_ms=0,
+        start=start,
         **budgets,
     )

@@ -32,3 +32,16 @@ PROBE_CMDLINE_FLAG: Final = "harness.probe=1"
 
 KERNEL_CMDLINE: Final = ("console=ttyS0", "quiet", "panic=-1", "random.trust_cpu=on")
 """`panic=-1` with QEMU's `-no-reboot` turns a failed init into a QEMU exit."""
+
+CONTROL_CMDLINE_FLAG: Final = "harness.control=1"
+"""Boot for the control port: the trial's keys, clock, seed and data disk come over it
+after boot (or after a snapshot's restore), not from fw_cfg at boot."""
+
+CONTROL_PORT_NAME: Final = "harness.control"
+"""The virtio-serial port's name (/sys/class/virtio-ports/*/name)."""
+
+CONTROL_READY: Final = "harness-control: ready"
+"""The guest's line when it waits for its trial: the moment a snapshot is taken."""
+
+CONTROL_CONFIGURED: Final = "harness-control: configured"
+"""The guest's line once it has applied its trial's fields; sshd starts next."""

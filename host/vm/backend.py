@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack
 
 from host.cgroups import Cgroup
 from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.vm.categories import Accelerator, AcceleratorReason
 from receipts.records.cleanup import Resource
-from receipts.records.vm import VmCategory, VmRecord
+from receipts.records.vm import GuestStart, VmCategory, VmRecord
 from receipts.vocabulary import Backend
+
+if TYPE_CHECKING:
+    from host.vm.snapshotentry import Snapshot
 
 
 class BootImage(Protocol):
@@ -56,6 +59,17 @@ class VmSpec:
     that cgroup; a backend whose QEMU runs elsewhere (libvirt) must apply it there."""
     pids_limit: int | None = None
     """The trial cgroup's pids budget, for the same reason."""
+    control: bool = False
+    """Boot for the control port (host/vm/control.py): the trial's keys, clock, seed and
+    data disk are given after boot. The qemu backend only."""
+    snapshot: Snapshot | None = None
+    """Restore this snapshot instead of booting (implies `control`)."""
+
+    def __post_init__(self) -> None:
+        if self.snapshot is not None and not self.control:
+            raise ValueError("a restored guest takes its trial on the control port")
+        if self.snapshot is not None and self.worker_socket is not None:
+            raise ValueError("a snapshot is saved without the worker's channel")
 
 
 class VmBudgets(TypedDict, total=False):
@@ -92,8 +106,11 @@ class VmFacts:
     boot_to_ssh_ms: int | None
     duration_ms: int
 
-    def to_record(self, category: VmCategory, **budgets: Unpack[VmBudgets]) -> VmRecord:
-        """The VM record; `budgets` are the cgroup's read-back fields (None: unread)."""
+    def to_record(
+        self, category: VmCategory, start: GuestStart | None, **budgets: Unpack[VmBudgets]
+    ) -> VmRecord:
+        """The VM record; `start` is how the stage started the guest, `budgets` are the
+        cgroup's read-back fields (None: unread)."""
         unknown = set(budgets) - set(VmBudgets.__annotations__)
         if unknown:
             raise ValueError("unknown VM record fields")
@@ -107,6 +124,7 @@ class VmFacts:
             host_key_sha256=self.host_key_sha256,
             boot_to_ssh_ms=self.boot_to_ssh_ms,
             duration_ms=self.duration_ms,
+            start=start,
             **(UNREAD_BUDGETS | budgets),
         )
 

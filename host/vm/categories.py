@@ -19,6 +19,7 @@ VmFailure = Literal[
     "ssh_timeout",
     "ssh_dropped",
     "host_key_mismatch",
+    "control_failed",
 ]
 
 StopMethod = Literal["qmp_quit", "sigkill", "libvirt_destroy", "already_exited", "not_started"]

@@ -18,16 +18,27 @@ Why each part:
   (not 10.0.2.2, not the host's loopback, not the outside); the host reaches its sshd.
 - Keys through `-fw_cfg name=opt/harness/...`: nothing secret is written to a disk.
 - `-name guest=harness-vm-<tag>` puts the trial tag in the command line for gc.
+- With a control socket (host/vm/control.py) the guest takes its trial over a
+  virtio-serial port instead of fw_cfg, always has a data disk slot (an empty one when
+  the trial has none: a restored guest's devices must be the snapshot's), and has a
+  `vmgenid` device: QEMU gives it a new generation ID at every start, restores
+  included, and the guest kernel reseeds its RNG when the ID changes, so two guests
+  restored from one snapshot do not share RNG output.
+- `-incoming exec:cat FILE` restores a snapshot's memory stream (QEMU 7.2 has no `file:`
+  URI); QEMU comes up paused and runs on `cont`.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from host.image.contract import (
+    CONTROL_CMDLINE_FLAG,
+    CONTROL_PORT_NAME,
     FW_CFG_AUTHORIZED_KEYS,
     FW_CFG_HOST_KEY,
     GUEST_SSH_PORT,
@@ -72,19 +83,30 @@ class QemuConfig:
     """Boot kernel + initramfs only, print the probe line and power off (no disks)."""
     worker_socket: Path | None = None
     """With host placement: the worker's Unix socket, the guest's one channel to it."""
+    control_socket: Path | None = None
+    """The control port's socket: the guest takes its trial there (no fw_cfg keys)."""
+    incoming: Path | None = None
+    """A snapshot's memory stream to restore instead of booting."""
 
     def __post_init__(self) -> None:
         if not 128 <= self.memory_mib <= 1 << 20 or not 1 <= self.vcpus <= 64:
             raise ValueError("memory or vcpus out of range")
         if not 16 <= self.tb_size_mib <= 4096:
             raise ValueError("tb-size out of range")
-        if not self.probe and None in (
-            self.overlay,
-            self.ssh_port,
-            self.host_key_file,
-            self.authorized_keys_file,
-        ):
+        keys = (
+            ()
+            if self.control_socket is not None
+            else (
+                self.host_key_file,
+                self.authorized_keys_file,
+            )
+        )
+        if not self.probe and None in (self.overlay, self.ssh_port, *keys):
             raise ValueError("a full boot needs an overlay, a port and both key files")
+        if self.control_socket is not None and self.data_disk is None:
+            raise ValueError("a guest on the control port has a data disk slot")
+        if self.incoming is not None and self.control_socket is None:
+            raise ValueError("only a guest on the control port is restored")
         for path in self._paths():
             if "," in str(path) or not path.is_absolute():
                 raise ValueError("QEMU paths are absolute and contain no comma")
@@ -99,6 +121,8 @@ class QemuConfig:
             self.data_disk,
             self.host_key_file,
             self.authorized_keys_file,
+            self.control_socket,
+            self.incoming,
         ]
         return [p for p in candidates if p is not None]
 
@@ -113,6 +137,8 @@ def kernel_append(config: QemuConfig) -> str:
     parts = [*KERNEL_CMDLINE, f"harness.tag={config.tag}"]
     if config.probe:
         parts.append(PROBE_CMDLINE_FLAG)
+    if config.control_socket is not None:
+        parts.append(CONTROL_CMDLINE_FLAG)
     return " ".join(parts)
 
 
@@ -191,12 +217,16 @@ def qemu_argv(config: QemuConfig) -> list[str]:
     if config.probe:
         return argv
     overlay, port = config.overlay, config.ssh_port
-    host_key, authorized = config.host_key_file, config.authorized_keys_file
-    if overlay is None or port is None or host_key is None or authorized is None:
+    if overlay is None or port is None:
         raise ValueError("a full boot needs an overlay, a port and both key files")
     argv += ["-drive", f"file={overlay},if=virtio,format=qcow2"]
     if config.data_disk is not None:
-        argv += ["-drive", f"file={config.data_disk},if=virtio,format=raw,readonly=on"]
+        # the control port's slot is a qcow2 of a fixed size over the trial's raw disk
+        data_format = "qcow2" if config.control_socket is not None else "raw"
+        argv += [
+            "-drive",
+            f"file={config.data_disk},if=virtio,format={data_format},readonly=on",
+        ]
     argv += [
         "-netdev",
         f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:{GUEST_SSH_PORT}"
@@ -205,9 +235,33 @@ def qemu_argv(config: QemuConfig) -> list[str]:
         "virtio-net-pci,netdev=n0,romfile=",
         "-device",
         "virtio-rng-pci",
+    ]
+    if config.control_socket is not None:
+        return argv + control_args(config.control_socket, config.incoming)
+    host_key, authorized = config.host_key_file, config.authorized_keys_file
+    if host_key is None or authorized is None:
+        raise ValueError("a full boot needs an overlay, a port and both key files")
+    return [
+        *argv,
         "-fw_cfg",
         f"name={FW_CFG_HOST_KEY},file={host_key}",
         "-fw_cfg",
         f"name={FW_CFG_AUTHORIZED_KEYS},file={authorized}",
     ]
-    return argv
+
+
+def control_args(socket: Path, incoming: Path | None) -> list[str]:
+    """The control port, the generation ID device, and a snapshot to restore."""
+    args = [
+        "-device",
+        "virtio-serial-pci,id=control0",
+        "-chardev",
+        f"socket,id=control,path={socket},server=on,wait=off",
+        "-device",
+        f"virtserialport,chardev=control,name={CONTROL_PORT_NAME}",
+        "-device",
+        "vmgenid,guid=auto",
+    ]
+    if incoming is not None:
+        args += ["-incoming", f"exec:cat {shlex.quote(str(incoming))}"]
+    return args

@@ -63,13 +63,17 @@ class GuestVm(Vm):
         self.keys = generate_trial_keys()
         self.key_files = write_key_files(self.keys, self.scratch)
         overlay = self.scratch / "overlay.qcow2"
-        create_overlay(self.spec.image.base, overlay)
+        snapshot = self.spec.snapshot
+        create_overlay(self.spec.image.base if snapshot is None else snapshot.disk, overlay)
         self.overlay = overlay
         self.port = pick_loopback_port()
 
     @property
     def serial_log(self) -> Path | None:
         return None if self.scratch is None else self.scratch / "console.log"
+
+    async def before_ssh(self, deadline_s: float) -> None:
+        """What a backend does between starting QEMU and the first SSH connection."""
 
     def alive(self) -> bool:
         """Whether the guest's QEMU still runs (subclasses know how to tell)."""
@@ -89,6 +93,7 @@ class GuestVm(Vm):
         if not self.launched() or self.port is None or self.keys is None or started_at is None:
             raise VmError("qemu_start_failed")
         end = time.monotonic() + deadline_s
+        await self.before_ssh(deadline_s)
         try:
             sock = await open_ssh_socket(SSH_HOST, self.port, deadline_s, alive=self.alive)
             remaining = max(end - time.monotonic(), 1.0)

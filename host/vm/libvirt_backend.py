@@ -263,4 +263,6 @@ class LibvirtBackend:
         return GUEST_OWNS["libvirt"]
 
     def create(self, spec: VmSpec) -> LibvirtVm:
+        if spec.control:
+            raise ValueError("the libvirt backend boots with fw_cfg keys only")
         return LibvirtVm(spec)

@@ -11,6 +11,7 @@ is reaped, and the rest is released as usual.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import subprocess
@@ -22,10 +23,12 @@ from host.cgroups import CgroupError
 from host.release import CleanupResult, Stopwatch, not_acquired
 from host.vm.backend import VmSpec
 from host.vm.cmdline import QemuConfig, qemu_argv
+from host.vm.control import TrialFields, configure
 from host.vm.errors import VmError
 from host.vm.guest import GuestVm
 from host.vm.process import peak_rss_bytes, spawn_qemu, wait_exit
-from host.vm.qmp import qmp_quit
+from host.vm.qmp import qmp_execute, qmp_quit
+from host.vm.snapshot import data_slot
 from receipts.ownership import GUEST_OWNS
 from receipts.records.cleanup import Resource
 
@@ -43,6 +46,8 @@ class QemuVm(GuestVm):
         self.process: subprocess.Popen[bytes] | None = None
         self._process_result: CleanupResult | None = None
         self._peak_rss: int | None = None
+        self.data_slot: Path | None = None
+        """On the control port: the data disk slot (host/vm/snapshot.py)."""
 
     @property
     def qmp_socket(self) -> Path | None:
@@ -51,7 +56,12 @@ class QemuVm(GuestVm):
     def config(self) -> QemuConfig:
         if self.scratch is None or self.key_files is None or self.overlay is None:
             raise VmError("qemu_start_failed")
-        image = self.spec.image
+        image, spec = self.spec.image, self.spec
+        data_disk = None if spec.data_disk is None else spec.data_disk.absolute()
+        if spec.control:
+            if self.data_slot is None:
+                raise VmError("qemu_start_failed")
+            data_disk = self.data_slot
         return QemuConfig(
             tag=self.spec.tag,
             accelerator=self.spec.accelerator,
@@ -63,17 +73,25 @@ class QemuVm(GuestVm):
             vcpus=self.spec.vcpus,
             tb_size_mib=self.spec.tb_size_mib,
             overlay=self.overlay,
-            data_disk=None if self.spec.data_disk is None else self.spec.data_disk.absolute(),
+            data_disk=data_disk,
             worker_socket=self.spec.worker_socket,
             ssh_port=self.port,
-            host_key_file=self.key_files.host_key,
-            authorized_keys_file=self.key_files.authorized_keys,
+            host_key_file=None if spec.control else self.key_files.host_key,
+            authorized_keys_file=None if spec.control else self.key_files.authorized_keys,
+            control_socket=self.control_socket if spec.control else None,
+            incoming=None if spec.snapshot is None else spec.snapshot.memory,
         )
+
+    @property
+    def control_socket(self) -> Path | None:
+        return None if self.scratch is None else self.scratch / "control.sock"
 
     # ---- life --------------------------------------------------------------------
     async def start(self) -> None:
         try:
             self.acquire_files()
+            if self.spec.control and self.scratch is not None:
+                self.data_slot = data_slot(self.scratch, self.spec.data_disk)
             config = self.config()
             self._started_at = time.monotonic()
             self.process = spawn_qemu(
@@ -86,6 +104,44 @@ class QemuVm(GuestVm):
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    async def before_ssh(self, deadline_s: float) -> None:
+        """On the control port: resume a restored guest, then give it its trial. Cold
+        booted or restored, the guest waits on its port until this is done."""
+        if not self.spec.control:
+            return
+        socket, qmp = self.control_socket, self.qmp_socket
+        if socket is None or qmp is None or self.keys is None:
+            raise VmError("qemu_start_failed")
+        resume = None
+        if self.spec.snapshot is not None:
+            await self._loaded(qmp, deadline_s)
+
+            async def resume() -> None:
+                await qmp_execute(qmp, "cont", {}, 5.0)
+
+        fields = TrialFields.fresh(self.keys, data_disk=self.spec.data_disk is not None)
+        await configure(socket, fields, deadline_s, self.alive, resume)
+
+    async def _loaded(self, qmp: Path, deadline_s: float) -> None:
+        """Wait until the stream is read: QEMU then stays paused until `cont`."""
+        end = time.monotonic() + deadline_s
+        while True:
+            if not self.alive():
+                raise VmError("qemu_exited")
+            if time.monotonic() > end:
+                raise VmError("boot_timeout")
+            try:
+                status = await qmp_execute(qmp, "query-status", {}, 5.0)
+            except VmError:
+                await asyncio.sleep(0.01)  # the socket is not there yet
+                continue
+            state = status.get("status") if isinstance(status, dict) else None
+            if state == "paused":
+                break
+            if state != "inmigrate":
+                raise VmError("qemu_start_failed")
+            await asyncio.sleep(0.01)
 
     def launched(self) -> bool:
         return self.process is not None

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from qemu.qmp import ExecInterruptedError, QMPClient, QMPError
 
+from host.vm.errors import VmError
+
 log = logging.getLogger(__name__)
 
 
@@ -33,5 +35,22 @@ async def qmp_quit(socket_path: Path, timeout_s: float) -> bool:
         return False
     finally:
         # disconnect() re-raises what ended the reader (EOFError once QEMU has quit).
+        with contextlib.suppress(QMPError, OSError, TimeoutError, EOFError):
+            await asyncio.wait_for(client.disconnect(), 2.0)
+
+
+async def qmp_execute(
+    socket_path: Path, command: str, arguments: dict[str, object], timeout_s: float
+) -> object:
+    """Run one QMP command and return its answer; VmError if QEMU does not give one."""
+    client = QMPClient("harness")
+    try:
+        async with asyncio.timeout(timeout_s):
+            await client.connect(str(socket_path))
+            return await client.execute(command, arguments or None)
+    except (TimeoutError, QMPError, OSError, EOFError) as exc:
+        log.info("qmp %s failed: %s", command, type(exc).__name__)
+        raise VmError("qemu_start_failed") from None
+    finally:
         with contextlib.suppress(QMPError, OSError, TimeoutError, EOFError):
             await asyncio.wait_for(client.disconnect(), 2.0)

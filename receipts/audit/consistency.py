@@ -14,9 +14,15 @@ from receipts.claim import agent_totals, may_claim, void_from, worker_totals
 from receipts.cleanupset import missing_cleanup
 from receipts.modelkey import converted_key, wheel_member_key
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
-from receipts.records.legacy import AnyTrialRecord, VerificationRecordV1, excluded_trials
+from receipts.records.legacy import (
+    AnyTrialRecord,
+    VerificationRecordV1,
+    excluded_trials,
+    guest_start,
+)
 from receipts.records.trial import TrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet
+from receipts.snapshotkey import snapshot_key
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
 from receipts.vocabulary import channel_for
 
@@ -249,6 +255,36 @@ def _backend(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> No
             ctx.add("consistency", "backend", "backend_mismatch", name)
 
 
+def _guest_start(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
+    """A restored guest's snapshot is of the image the receipt names and of this guest's
+    shape: its key is recomputed from the recorded shape (receipts/snapshotkey.py), the
+    shape's image key must be `image.json`'s and its accelerator, memory and vCPUs the
+    guest record's own. A cold boot's reason must fit the guest (a `backend_libvirt`
+    guest ran on libvirt, an `accelerator_kvm` guest under KVM)."""
+    image_key = records.image.image_key if records.image is not None else None
+    for name, guest in (("vm.json", records.vm), ("verifier_vm.json", records.verifier_vm)):
+        start = guest_start(guest) if guest is not None else None
+        if guest is None or start is None:
+            continue
+        shape = start.shape
+        if start.how == "snapshot" and shape is not None:
+            fits = (
+                shape.image_key == image_key
+                and shape.accelerator == guest.accelerator
+                and shape.memory_mib << 20 == guest.guest_memory_bytes
+                and shape.vcpus == guest.vcpus
+                and snapshot_key(**shape.model_dump()) == start.snapshot_key
+            )
+        else:
+            reason = start.cold_boot_reason
+            fits = not (
+                (reason == "backend_libvirt" and guest.backend != "libvirt")
+                or (reason == "accelerator_kvm" and guest.accelerator != "kvm")
+            )
+        if not fits:
+            ctx.add("consistency", "guest_start", "reference_mismatch", name)
+
+
 def _cleanup_coverage(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     """Every resource the stage records say was owned has its cleanup receipt
     (receipts/cleanupset.py): dropping one is not a shorter story, it is a missing one."""
@@ -290,6 +326,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("verifier_vm", _verifier_vm),
     ("cleanup_coverage", _cleanup_coverage),
     ("backend", _backend),
+    ("guest_start", _guest_start),
     ("host_state_exclusions", _host_state_exclusions),
     ("timing", _timing),
 )

@@ -54,6 +54,7 @@ from receipts.records.verification import (
     VerificationFields,
     VerificationRecord,
 )
+from receipts.records.vm import GuestStart, VerifierVmRecord, VmRecord, _GuestVmV1
 from receipts.records.worker import (
     Admission,
     ConstraintBackend,
@@ -503,10 +504,38 @@ def suite_dispatch(record: AnySuiteRecord) -> str | None:
     return None if isinstance(record, SuiteRecordV1) else record.dispatch_sha256
 
 
+# ---- guests --------------------------------------------------------------------------
+
+
+class VmRecordV1(_GuestVmV1):
+    """`harness.receipt.vm/1`: every guest booted cold, so no `start` was recorded."""
+
+    schema_: Literal["harness.receipt.vm/1"] = Field("harness.receipt.vm/1", alias="schema")
+
+
+class VerifierVmRecordV1(_GuestVmV1):
+    """`harness.receipt.verifier_vm/1`: likewise booted cold, no `start`."""
+
+    schema_: Literal["harness.receipt.verifier_vm/1"] = Field(
+        "harness.receipt.verifier_vm/1", alias="schema"
+    )
+
+
+AnyVmRecord = VmRecord | VmRecordV1
+AnyVerifierVmRecord = VerifierVmRecord | VerifierVmRecordV1
+
+
+def guest_start(record: AnyVmRecord | AnyVerifierVmRecord) -> GuestStart | None:
+    """How a guest started; a `/1` record's guest booted cold, but said nothing of it."""
+    return None if isinstance(record, (VmRecordV1, VerifierVmRecordV1)) else record.start
+
+
 # ---- every old version, by record kind -----------------------------------------------
 
 LEGACY: Final[dict[str, tuple[type[Record], ...]]] = {
     "trial": (TrialRecordV3, TrialRecordV2, TrialRecordV1),
+    "vm": (VmRecordV1,),
+    "verifier_vm": (VerifierVmRecordV1,),
     "dispatch": (DispatchRecordV1,),
     "agent": (AgentRecordV1,),
     "verification": (VerificationRecordV3, VerificationRecordV2, VerificationRecordV1),

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints, model_validator
 
-from receipts.records.base import Record
+from receipts.records.base import Part, Record
 from receipts.records.preflight import AcceleratorReason
 from receipts.types import ByteCount, Count, Millis, Sha256Hex
 from receipts.vocabulary import Accelerator, Backend
 
-VmCategory = Literal[
+VmCategoryV1 = Literal[
     "ok",
     "cgroup_apply_failed",
     "qemu_start_failed",
@@ -29,18 +29,82 @@ VmCategory = Literal[
     "runtime_cache_corrupt",
     "data_disk_failed",
 ]
+"""The categories of `vm/1` and `verifier_vm/1`."""
+
+VmCategory = VmCategoryV1 | Literal["control_failed"]
 """The `runtime_*` categories: the guest runtime for the read-only disk (our guest code
 and its pinned wheels, host/runtime.py) could not be had before QEMU started:
 `runtime_fetch_failed` when it needed the network and could not reach it.
 `data_disk_failed`: the read-only disk (its tree or its ext4 image) could not be written
-on the host before QEMU started (disk full, permissions)."""
+on the host before QEMU started (disk full, permissions).
+`control_failed` (`vm/2`): a guest on the control port (a restored one) closed it or
+said anything but its two lines (host/vm/control.py) while QEMU still ran."""
 
 
-class _GuestVm(Record):
+ColdBootReason = Literal[
+    "requested_cold",
+    "backend_libvirt",
+    "accelerator_kvm",
+    "worker_channel",
+    "snapshot_failed",
+]
+"""Why a guest booted instead of being restored: the trial asked (`--guest-start cold`);
+the libvirt backend (its domains boot with fw_cfg keys only); KVM (snapshots are made
+and measured under TCG only); the host worker's channel (a snapshot is saved without
+it); or no snapshot could be had (`snapshot_failed`: making one failed)."""
+
+SnapshotFound = Literal["present", "absent", "digest_mismatch", "unreadable"]
+"""What the snapshot cache held for the guest's key when asked: a verified entry
+(`present`), none, or one refused (its files did not hash to its manifest; its manifest
+could not be read). Anything but `present` was made again by this trial."""
+
+QemuBuild = Annotated[str, StringConstraints(pattern=r"^[ -~]{1,160}$")]
+"""QEMU's own `--version` line: a migration stream is read back by its own build only."""
+
+
+class SnapshotShapeRecord(Part):
+    """What a snapshot's key is computed from (receipts/snapshotkey.py)."""
+
+    image_key: Sha256Hex
+    accelerator: Accelerator
+    memory_mib: Count
+    vcpus: Count
+    tb_size_mib: Count
+    qemu: QemuBuild
+
+
+class GuestStart(Part):
+    """How the guest started: restored from a snapshot (its key and shape, what the cache
+    held, and the time this trial spent making it when it had to), or booted cold and
+    why. `boot_to_ssh_ms` of the record is then start (or restore) to first SSH command."""
+
+    how: Literal["snapshot", "cold_boot"]
+    snapshot_key: Sha256Hex | None
+    shape: SnapshotShapeRecord | None
+    found: SnapshotFound | None
+    make_ms: Millis | None
+    cold_boot_reason: ColdBootReason | None
+
+    @model_validator(mode="after")
+    def _one_story(self) -> GuestStart:
+        restored = (self.snapshot_key, self.shape, self.found)
+        if self.how == "snapshot":
+            if None in restored or self.cold_boot_reason is not None:
+                raise ValueError("a restored guest names its snapshot and nothing else")
+            if (self.found == "present") != (self.make_ms is None):
+                raise ValueError("a snapshot is timed exactly when this trial made it")
+        elif self.cold_boot_reason is None or restored != (None, None, None):
+            raise ValueError("a cold boot names its reason and no snapshot")
+        elif self.make_ms is not None and self.cold_boot_reason != "snapshot_failed":
+            raise ValueError("only a failed making is timed on a cold boot")
+        return self
+
+
+class _GuestVmV1(Record):
     """What is recorded of one guest; each guest's record kind has its own schema id, so
     one guest's record can never be read as another's."""
 
-    category: VmCategory
+    category: VmCategoryV1
     backend: Backend
     accelerator: Accelerator | None
     """None when the stage failed before the probe chose one."""
@@ -62,18 +126,25 @@ class _GuestVm(Record):
     duration_ms: Millis
 
 
+class _GuestVm(_GuestVmV1):
+    category: VmCategory  # type: ignore[assignment]  # the /2 vocabulary extends /1's
+    start: GuestStart | None
+    """How the guest started; None when the stage failed before that was decided."""
+
+
 class VmRecord(_GuestVm):
     """The agent's guest: where the agent, its tools and (placement `guest`) the worker ran."""
 
-    schema_: Literal["harness.receipt.vm/1"] = Field("harness.receipt.vm/1", alias="schema")
+    schema_: Literal["harness.receipt.vm/2"] = Field("harness.receipt.vm/2", alias="schema")
 
 
 class VerifierVmRecord(_GuestVm):
-    """The verification guest: booted from the same pristine image after the agent's guest
-    was released, holding only the carried workspace and the task from the host."""
+    """The verification guest: started from the same pristine image (booted, or restored
+    from a snapshot of it) after the agent's guest was released, holding only the carried
+    workspace and the task from the host."""
 
-    schema_: Literal["harness.receipt.verifier_vm/1"] = Field(
-        "harness.receipt.verifier_vm/1", alias="schema"
+    schema_: Literal["harness.receipt.verifier_vm/2"] = Field(
+        "harness.receipt.verifier_vm/2", alias="schema"
     )
 
     @classmethod

@@ -31,7 +31,9 @@ from receipts.records import (
     WorkerRequestRecord,
 )
 from receipts.records.base import Record
+from receipts.records.vm import ColdBootReason, GuestStart, SnapshotShapeRecord
 from receipts.recordset import RecordSet
+from receipts.snapshotkey import snapshot_key
 
 GGUF = "a" * 64
 D1, D2, D3 = "1" * 64, "2" * 64, "3" * 64
@@ -173,6 +175,40 @@ def _cleanup(*, host_worker: bool = True) -> tuple[CleanupRecord, ...]:
     )
 
 
+QEMU_BUILD = "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)"
+
+
+def restored_start(image_key: str = D1, *, memory_mib: int = 1024, vcpus: int = 2) -> GuestStart:
+    """A guest restored from a snapshot of `image_key` the cache already held."""
+    shape = SnapshotShapeRecord(
+        image_key=image_key,
+        accelerator="tcg",
+        memory_mib=memory_mib,
+        vcpus=vcpus,
+        tb_size_mib=64,
+        qemu=QEMU_BUILD,
+    )
+    return GuestStart(
+        how="snapshot",
+        snapshot_key=snapshot_key(**shape.model_dump()),
+        shape=shape,
+        found="present",
+        make_ms=None,
+        cold_boot_reason=None,
+    )
+
+
+def cold_start(reason: ColdBootReason) -> GuestStart:
+    return GuestStart(
+        how="cold_boot",
+        snapshot_key=None,
+        shape=None,
+        found=None,
+        make_ms=None,
+        cold_boot_reason=reason,
+    )
+
+
 def _guest(**changes: Any) -> VmRecord:
     """One guest's record as a real TCG trial writes it (`changes` for the second guest)."""
     fields: dict[str, Any] = {
@@ -191,6 +227,7 @@ def _guest(**changes: Any) -> VmRecord:
         "host_key_sha256": D3,
         "boot_to_ssh_ms": 6100,
         "duration_ms": 30_000,
+        "start": cold_start("worker_channel"),  # the host worker's channel: booted
     }
     return VmRecord(**{**fields, **changes})
 
@@ -272,8 +309,9 @@ def accepted_model_trial() -> RecordSet:
             _guest(
                 host_key_sha256=D2,
                 peak_memory_bytes=600 << 20,
-                boot_to_ssh_ms=5900,
+                boot_to_ssh_ms=1250,
                 duration_ms=12_000,
+                start=restored_start(),
             )
         ),
         gate=GateRecord(category="ok", pin_table_sha256=D1, files_verified=57, duration_ms=80),

@@ -21,11 +21,14 @@ from receipts.bundle import FILE_MODE, bundle_bytes, bundle_entries, zip_info
 from receipts.canonical import canonical
 from receipts.modelkey import converted_key
 from receipts.records.base import Record
-from receipts.recordset import MANIFEST_NAME
+from receipts.records.vm import VerifierVmRecord, VmRecord
+from receipts.recordset import MANIFEST_NAME, RecordSet
+from receipts.snapshotkey import snapshot_key
 from tests.receipts import tamper
 from tests.receipts.builders import (
     accepted_model_trial,
     accepted_scripted_trial,
+    cold_start,
     hoststate,
     replace,
     with_changes,
@@ -431,6 +434,47 @@ def _backend_contradicts() -> bytes:
     )
 
 
+def _restored_verifier(**shape_changes: object) -> RecordSet:
+    """The golden trial with its verification guest's snapshot changed: the shape by
+    `shape_changes`, the key recomputed from it, so only the named part is wrong."""
+    records = accepted_model_trial()
+    verifier = records.verifier_vm
+    assert isinstance(verifier, VerifierVmRecord) and verifier.start is not None
+    shape = verifier.start.shape
+    assert shape is not None
+    shape = shape.model_copy(update=shape_changes)
+    key = snapshot_key(**shape.model_dump())
+    start = verifier.start.model_copy(update={"shape": shape, "snapshot_key": key})
+    return with_changes(records, verifier_vm=replace(verifier, start=start))
+
+
+def _snapshot_of_another_image() -> bytes:
+    """A verification guest restored from a snapshot of an image the receipt does not name."""
+    return tamper.forge_records(_restored_verifier(image_key="9" * 64))
+
+
+def _snapshot_of_another_shape() -> bytes:
+    """A snapshot of a bigger guest than the one the record describes."""
+    return tamper.forge_records(_restored_verifier(memory_mib=4096))
+
+
+def _snapshot_key_not_its_shape() -> bytes:
+    """A snapshot key that is not the recorded shape's."""
+    records = _restored_verifier()
+    verifier = records.verifier_vm
+    assert isinstance(verifier, VerifierVmRecord) and verifier.start is not None
+    start = verifier.start.model_copy(update={"snapshot_key": "8" * 64})
+    return tamper.forge_records(with_changes(records, verifier_vm=replace(verifier, start=start)))
+
+
+def _cold_reason_contradicts() -> bytes:
+    """A guest that ran on qemu, booted cold "because" it ran on libvirt."""
+    records = accepted_model_trial()
+    assert isinstance(records.vm, VmRecord)
+    vm = replace(records.vm, start=cold_start("backend_libvirt"))
+    return tamper.forge_records(with_changes(records, vm=vm))
+
+
 def _confinement_inconsistent() -> bytes:
     """A run_tests whose cgroup was not emptied, under an agent that claims a normal end."""
     records = accepted_model_trial()
@@ -581,6 +625,16 @@ CASES: dict[str, Case] = {
     ),
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
     "backend_contradicts": Case(_backend_contradicts, "backend_mismatch", "backend"),
+    "snapshot_of_another_image": Case(
+        _snapshot_of_another_image, "reference_mismatch", "guest_start"
+    ),
+    "snapshot_of_another_shape": Case(
+        _snapshot_of_another_shape, "reference_mismatch", "guest_start"
+    ),
+    "snapshot_key_not_its_shape": Case(
+        _snapshot_key_not_its_shape, "reference_mismatch", "guest_start"
+    ),
+    "cold_reason_contradicts": Case(_cold_reason_contradicts, "reference_mismatch", "guest_start"),
     "cleanup_dropped": Case(_cleanup_dropped, "cleanup_missing", "cleanup_coverage"),
     "scratch_receipt_dropped": Case(
         _scratch_receipt_dropped, "cleanup_missing", "cleanup_coverage"

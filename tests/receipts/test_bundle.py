@@ -32,9 +32,9 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: trial/4 and verification/4, whose
-# schema ids the golden receipt's records now carry).
-GOLDEN_ZIP_SHA256 = "ab616268dfedd78b5b726909099071e9b0a00b0d6db896b09a10f3aa004bd428"
+# update it in the same commit and say why (last: vm/2 and verifier_vm/2, whose `start`
+# the golden receipt's guests now carry: the agent's booted, the verifier's restored).
+GOLDEN_ZIP_SHA256 = "d05d97ad85bcd54cc694e3458ee9fb1287dc5733e3318cbcb103364ab3b540ec"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 def _vm() -> VmRecord:
     vm = accepted_model_trial().vm
-    assert vm is not None
+    assert isinstance(vm, VmRecord)
     return vm
 
 
@@ -81,6 +81,8 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.trial/2",
         "harness.receipt.trial/1",
         "harness.receipt.dispatch/1",
+        "harness.receipt.vm/1",
+        "harness.receipt.verifier_vm/1",
         "harness.receipt.agent/1",
         "harness.receipt.verification/3",
         "harness.receipt.verification/2",
@@ -100,14 +102,15 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
 
 def test_a_kind_picks_its_model_by_exact_schema_id() -> None:
     from receipts.records import HostStateRecord, VmRecord
-    from receipts.records.legacy import HostStateRecordV1, HostStateRecordV2
+    from receipts.records.legacy import HostStateRecordV1, HostStateRecordV2, VmRecordV1
     from receipts.recordset import KIND_BY_NAME
 
     hoststate, vm = KIND_BY_NAME["hoststate"], KIND_BY_NAME["vm"]
     assert hoststate.model_for("harness.receipt.hoststate/3") is HostStateRecord
     assert hoststate.model_for("harness.receipt.hoststate/2") is HostStateRecordV2
     assert hoststate.model_for("harness.receipt.hoststate/1") is HostStateRecordV1
-    assert vm.model_for("harness.receipt.vm/1") is VmRecord
+    assert vm.model_for("harness.receipt.vm/2") is VmRecord
+    assert vm.model_for("harness.receipt.vm/1") is VmRecordV1
     for other in ("harness.receipt.hoststate/4", "harness.receipt.vm/1", None, 2, ["x"]):
         assert hoststate.model_for(other) is None
     assert vm.model_for("harness.receipt.hoststate/1") is None

@@ -21,7 +21,7 @@ from harness.trial.context import TrialOptions
 from harness.trial.guestboot import AgentDisk
 from harness.trial.owned import OwnedResources
 from harness.trial.pipeline import Trial
-from harness.trial.vmstage import DiskPlan, VmHandle, VmStageFailed, _boot
+from harness.trial.vmstage import DiskPlan, StartRequest, VmHandle, VmStageFailed, _boot
 from receipts.claim import claim
 from receipts.ownership import GUEST_OWNS
 from receipts.recordset import RecordSet
@@ -74,6 +74,7 @@ def test_an_image_that_cannot_be_built_is_data_disk_failed(tmp_path: Path) -> No
                 disk_plan=DiskPlan(tmp_path / "not-a-tree", None),
                 memory_mib=512,
                 owner=OwnedResources().owner(GUEST_OWNS["qemu"]),
+                starts=StartRequest("cold", tmp_path),
             )
         )
     assert (failed.value.category, failed.value.handle) == ("data_disk_failed", handle)

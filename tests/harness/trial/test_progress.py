@@ -84,6 +84,7 @@ def test_drawn_only_on_a_terminal_and_never_with_json(
         backend="qemu",
         accel="tcg",
         placement=None,
+        guest_start="snapshot",
         dispatch=None,
         suite_member=None,
         json=json_output,

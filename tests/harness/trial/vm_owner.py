@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.profiles import load_profile
 from harness.trial.owned import OwnedResources
-from harness.trial.vmstage import DiskPlan, start_vm
+from harness.trial.vmstage import DiskPlan, StartRequest, start_vm
 from host.vm import Accelerator, QemuBackend, VmBackend
 from host.vm.lease import TrialLease
 from tests.host.image.support import session_image
@@ -45,6 +45,7 @@ async def own(backend: VmBackend, trials_root: Path) -> None:
         backend=backend,
         accel="tcg",
         owned=owned,
+        starts=StartRequest("snapshot", trials_root.parent),  # the cache trials use
     )
     print(tag, flush=True)
     await asyncio.sleep(3600)

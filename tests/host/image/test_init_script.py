@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +11,9 @@ import pytest
 
 from host.image.contract import (
     CONSOLE_FIRST_LINE,
+    CONTROL_CMDLINE_FLAG,
+    CONTROL_CONFIGURED,
+    CONTROL_READY,
     FW_CFG_AUTHORIZED_KEYS,
     FW_CFG_HOST_KEY,
     READ_ONLY_MOUNT,
@@ -59,7 +63,29 @@ def test_stage2_starts_sshd_without_systemd_and_powers_off_when_it_dies() -> Non
     text = stage2_init()
     assert "systemd" not in text and "systemctl" not in text
     assert "/usr/sbin/sshd -D -e" in text
-    assert text.index('wait "$sshd_pid"') < text.index("echo o > /proc/sysrq-trigger")
+    assert text.index('wait "$sshd_pid"') < text.rindex("echo o > /proc/sysrq-trigger")
+
+
+def test_control_mode_takes_the_trial_from_the_port_not_fw_cfg() -> None:
+    stage1, stage2 = stage1_init(), stage2_init()
+    # stage 1 reads no key and mounts no data disk when booted for the control port
+    blocks = "".join(re.findall(r'if \[ "\$control" = 0 \]; then\n(.*?)\nfi', stage1, re.S))
+    for needle in ("no host key in fw_cfg", "> /newroot/run/harness/ssh_host_ed25519_key"):
+        assert needle in blocks and stage1.count(needle) == 1, needle
+    assert 'if [ "$control" = 0 ] && [ -b /dev/vdb ]' in stage1
+    # stage 2: ready, then the fields, then sshd; the keys go to the tmpfs run dir
+    assert f'*" {CONTROL_CMDLINE_FLAG} "*)' in stage2
+    assert stage2.index(CONTROL_READY) < stage2.index("/usr/sbin/sshd -D -e")
+    # configured is said once sshd listens, so the host's first connection is answered
+    assert stage2.index("/usr/sbin/sshd -D -e") < stage2.index("until listening")
+    assert stage2.index("until listening") < stage2.index(CONTROL_CONFIGURED)
+    assert 'run="/run/harness"' in stage2
+    assert """printf '%b' "$value" > "$run/ssh_host_ed25519_key" """ in stage2
+    assert """printf '%b' "$value" > "$run/authorized_keys" """ in stage2
+    # a data disk swapped in under a restored guest: its cached blocks are dropped first
+    assert stage2.index("blockdev --flushbufs /dev/vdb") < stage2.index("/dev/vdb /opt")
+    assert '*) fail "control field" ;;' in stage2
+    assert "exec 3>&-" in stage2 and "</dev/null 3>&- &" in stage2  # sshd has no port
 
 
 def test_sshd_config_pins_one_key_and_refuses_passwords() -> None:

@@ -133,7 +133,7 @@ async def test_boot_run_copy_teardown(
         facts = vm.facts()
         assert facts.host_key_sha256 == vm.keys.host_key_sha256
         assert facts.backend == backend
-        facts.to_record("ok")
+        facts.to_record("ok", None)
     finally:
         results = await vm.cleanup()
     assert vm.stop_method == ("qmp_quit" if backend == "qemu" else "libvirt_destroy")

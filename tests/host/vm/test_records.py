@@ -34,9 +34,9 @@ def test_vm_facts_become_a_vm_record_with_budgets() -> None:
         boot_to_ssh_ms=6000,
         duration_ms=9000,
     )
-    record = facts.to_record("ok", memory_limit_bytes=2 << 30, swap_limit_bytes=0)
+    record = facts.to_record("ok", None, memory_limit_bytes=2 << 30, swap_limit_bytes=0)
     assert record.memory_limit_bytes == 2 << 30 and record.accelerator == "tcg"
     with pytest.raises(ValueError):
-        facts.to_record("ok", free_text="no")  # type: ignore[call-arg]  # refused at run time too
+        facts.to_record("ok", None, free_text="no")  # type: ignore[call-arg]  # refused at run time too
     with pytest.raises(ValidationError):
-        VmFacts(**{**facts.__dict__, "host_key_sha256": "xyz"}).to_record("ok")
+        VmFacts(**{**facts.__dict__, "host_key_sha256": "xyz"}).to_record("ok", None)
