@@ -3,67 +3,21 @@
 Why one home: a summary's totals and the set of records a failed trial keeps are rules
 about the evidence. Written twice (once where the harness builds the receipt, once where
 the audit checks it), the two copies can disagree, and then the harness writes receipts
-that fail its own audit. Here each rule is a pure function of the records.
+that fail its own audit. Here each rule is a pure function of the records. The totals
+a summary record carries are in receipts/totals.py (the guest's agent computes them
+too, without this module's imports).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any
 
-from receipts.records import AgentTurnRecord, ToolCallRecord, TrialRecord, WorkerRequestRecord
-from receipts.records.legacy import (
-    AnyTrialRecord,
-    ToolCallRecordV1,
-    WorkerRequestRecordV1,
-    cancelled_stage,
-)
+from receipts.records import TrialRecord
+from receipts.records.legacy import AnyTrialRecord, cancelled_stage
 from receipts.records.trial import STAGE_ORDER, Stage
 from receipts.recordset import RecordSet
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
-
-
-class WorkerTotals(TypedDict):
-    requests: int
-    admitted: int
-    refused: int
-    prompt_tokens_total: int
-    completion_tokens_total: int
-
-
-class AgentTotals(TypedDict):
-    turns: int
-    tool_calls: int
-    invalid_tool_calls: int
-    prompt_tokens_total: int
-    completion_tokens_total: int
-
-
-def worker_totals(
-    requests: Sequence[WorkerRequestRecord | WorkerRequestRecordV1],
-) -> WorkerTotals:
-    """The worker record's counts: what its request records show happened."""
-    return WorkerTotals(
-        requests=len(requests),
-        admitted=sum(r.admission == "admitted" for r in requests),
-        refused=sum(r.admission == "refused" for r in requests),
-        prompt_tokens_total=sum(r.prompt_tokens for r in requests),
-        completion_tokens_total=sum(r.completion_tokens for r in requests),
-    )
-
-
-def agent_totals(
-    turns: Sequence[AgentTurnRecord], tool_calls: Sequence[ToolCallRecord | ToolCallRecordV1]
-) -> AgentTotals:
-    """The agent record's counts: what its turn and tool-call records show happened."""
-    return AgentTotals(
-        turns=len(turns),
-        tool_calls=len(tool_calls),
-        invalid_tool_calls=sum(t.kind == "invalid_tool_call" for t in turns),
-        prompt_tokens_total=sum(t.prompt_tokens for t in turns),
-        completion_tokens_total=sum(t.completion_tokens for t in turns),
-    )
 
 
 def _index(stage: Stage) -> int:

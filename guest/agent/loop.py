@@ -22,9 +22,9 @@ from guest.agent.prompts import INVALID_CALL_MESSAGE, OMITTED_CALL, SYSTEM_PROMP
 from guest.task import Task
 from guest.tools.registry import ToolSet
 from guest.tools.result import RunTestsDetails, ToolResult
-from receipts.claim import agent_totals
 from receipts.records import AgentRecord, AgentTurnRecord, ToolCallRecord
 from receipts.records.agent import AgentCategory, CgroupEnd, InvalidCallCategory
+from receipts.totals import agent_totals
 
 _INVALID: frozenset[str] = frozenset(get_args(InvalidCallCategory))
 

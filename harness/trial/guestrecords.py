@@ -23,7 +23,6 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from receipts.claim import agent_totals
 from receipts.records import (
     AgentRecord,
     AgentTurnRecord,
@@ -35,6 +34,7 @@ from receipts.records.hostreading import HOST_READINGS, HostReading, VerifierHos
 from receipts.records.trial import Policy
 from receipts.records.verification import VERIFICATION_HOST_READINGS
 from receipts.strictjson import JsonValue, StrictJsonError, StrictJsonKind, loads_strict
+from receipts.totals import agent_totals
 
 GuestOutputFault = Literal[StrictJsonKind, "not_an_object", "schema_invalid", "too_large"]
 """Why a guest output was refused: strict JSON's own kinds, a document that is not the

@@ -25,11 +25,11 @@ from harness.trial.guestrecords import GuestOutputInvalid, strict_object
 from harness.trial.owned import OwnedResources, Owner
 from host.runtime import GuestRuntime
 from host.ssh import SshSession
-from receipts.claim import worker_totals
 from receipts.ownership import WORKER_OWNS
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.cleanup import Resource
 from receipts.records.worker import WorkerCategory
+from receipts.totals import worker_totals
 from receipts.vocabulary import Channel, WorkerPlacement, channel_for
 
 CONSTRAINT = "llguidance"

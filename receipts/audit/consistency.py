@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from receipts.audit.context import AuditContext
-from receipts.claim import agent_totals, may_claim, void_from, worker_totals
+from receipts.claim import may_claim, void_from
 from receipts.cleanupset import missing_cleanup
 from receipts.modelkey import converted_key, wheel_member_key
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
@@ -23,6 +23,7 @@ from receipts.records.legacy import (
 from receipts.records.trial import TrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet
 from receipts.snapshotkey import snapshot_key
+from receipts.totals import agent_totals, worker_totals
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
 from receipts.vocabulary import channel_for
 
