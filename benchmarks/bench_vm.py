@@ -1,16 +1,20 @@
 """VM start to first SSH command, side by side with a bare boot of the same kernel.
 
-Run: .venv/bin/python -m benchmarks.bench_vm [--repeat 5] [--tb-size 64] [--backends qemu,libvirt]
+Run: .venv/bin/python -m benchmarks.bench_vm [--repeat 5] [--tb-size 64]
+         [--backends qemu,libvirt,control,restore]
 
 The floor is QEMU booting the same vmlinux + initramfs with no disk, no network and
 no keys, until the initramfs prints its first userspace line. The measured path is
 the qemu backend's whole start: scratch dir, keys, overlay, QEMU in a cgroup, guest
 init, sshd, banner wait, pinned-key login and a first `true`; with `libvirt` in
 `--backends`, the same through the libvirt backend (transient domain, paused memory
-limit, resume), side by side. Also: teardown time (QMP quit or libvirt destroy to
-every resource confirmed released) and QEMU's peak RSS (VmHWM). Medians
-of `--repeat` runs, one VM at a time; ratios, not absolute goals (machines and their
-load differ: this host is shared by other work, so re-run before quoting).
+limit, resume), side by side. `control` is the qemu backend booting cold for the
+control port (the trial's keys given over virtio-serial after boot, host/vm/control.py);
+`restore` is the same guest restored from a snapshot (host/vm/snapshot.py), made
+once before the runs (its making time is printed, not counted). Also: teardown time
+(QMP quit or libvirt destroy to every resource confirmed released) and QEMU's peak RSS
+(VmHWM). Medians of `--repeat` runs, one VM at a time, the paths alternated; ratios,
+not absolute goals (machines and their load differ: say the load when quoting).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from host.vm import QemuBackend, VmBackend, VmSpec
 from host.vm.cmdline import QemuConfig, qemu_argv
 from host.vm.process import peak_rss_bytes, spawn_qemu, wait_exit
 from host.vm.scratch import create_scratch
+from host.vm.snapshot import Snapshot, SnapshotShape, SnapshotStore, qemu_build
 
 
 async def bare_boot_s(image: GuestImage, cgroup: Cgroup, root: Path, tb_size: int) -> float:
@@ -65,6 +70,7 @@ async def bare_boot_s(image: GuestImage, cgroup: Cgroup, root: Path, tb_size: in
 
 
 def make_backend(name: str) -> VmBackend:
+    """`control` and `restore` are the qemu backend on the control port."""
     if name == "libvirt":
         from host.vm.libvirt_backend import LibvirtBackend
 
@@ -73,7 +79,13 @@ def make_backend(name: str) -> VmBackend:
 
 
 async def full_start(
-    backend: str, image: GuestImage, cgroup: Cgroup, root: Path, tb_size: int
+    backend: str,
+    image: GuestImage,
+    cgroup: Cgroup,
+    root: Path,
+    tb_size: int,
+    *,
+    snapshot: Snapshot | None = None,
 ) -> tuple[float, float, int]:
     """(start → first SSH command s, teardown s, peak RSS bytes) of one VM."""
     vm = make_backend(backend).create(
@@ -85,6 +97,8 @@ async def full_start(
             accelerator="tcg",
             accelerator_reason="forced_by_flag",
             tb_size_mib=tb_size,
+            control=backend in ("control", "restore"),
+            snapshot=snapshot if backend == "restore" else None,
         )
     )
     started = time.monotonic()
@@ -110,11 +124,18 @@ async def run(repeat: int, tb_size: int, backends: list[str]) -> None:
     root = Path(tempfile.mkdtemp(prefix="hvb-", dir="/tmp"))
     try:
         cgroup.set_memory_limit(3 << 30)
+        snapshot = None
+        if "restore" in backends:
+            made = time.monotonic()
+            shape = SnapshotShape(image.key, "tcg", 1024, 2, tb_size, qemu_build())
+            snapshot = await SnapshotStore(root / "snapshots").make(shape, image, cgroup, 180)
+            print(f"snapshot made in {time.monotonic() - made:.2f}s (not counted below)")
         floors = [await bare_boot_s(image, cgroup, root, tb_size) for _ in range(repeat)]
-        runs = {
-            name: [await full_start(name, image, cgroup, root, tb_size) for _ in range(repeat)]
-            for name in backends
-        }
+        runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in backends}
+        for _ in range(repeat):  # alternated, so load drifts hit every path alike
+            for name in backends:
+                run = await full_start(name, image, cgroup, root, tb_size, snapshot=snapshot)
+                runs[name].append(run)
     finally:
         cgroup.kill_members()
         cgroup.remove()
@@ -161,8 +182,8 @@ def main() -> None:
     parser.add_argument("--backends", default="qemu,libvirt", help="comma-separated")
     args = parser.parse_args()
     backends = args.backends.split(",")
-    if not set(backends) <= {"qemu", "libvirt"}:
-        parser.error("--backends: qemu and/or libvirt")
+    if not set(backends) <= {"qemu", "libvirt", "control", "restore"}:
+        parser.error("--backends: qemu, libvirt, control, restore")
     asyncio.run(run(args.repeat, args.tb_size, backends))
 
 
