@@ -128,7 +128,8 @@ async def run(repeat: int, tb_size: int, backends: list[str]) -> None:
         if "restore" in backends:
             made = time.monotonic()
             shape = SnapshotShape(image.key, "tcg", 1024, 2, tb_size, qemu_build())
-            snapshot = await SnapshotStore(root / "snapshots").make(shape, image, cgroup, 180)
+            store = SnapshotStore(root / "snapshots")
+            snapshot = await store.make(shape, image, cgroup, 180, tag=uuid.uuid4().hex[:16])
             print(f"snapshot made in {time.monotonic() - made:.2f}s (not counted below)")
         floors = [await bare_boot_s(image, cgroup, root, tb_size) for _ in range(repeat)]
         runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in backends}

@@ -12,6 +12,7 @@ snapshot's key from the image the receipt names.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,7 @@ async def plan_start(
     cache: Path,
     cgroup: Cgroup,
     deadline_s: float,
+    tag: str,
 ) -> StartPlan:
     """The snapshot this guest is restored from (made now if the cache has none that
     verifies), or a cold boot and its reason."""
@@ -114,7 +116,7 @@ async def plan_start(
         else:
             held = found
             watch = Stopwatch()
-            snapshot = await store.make(shape, image, cgroup, deadline_s)
+            snapshot = await store.make(shape, image, cgroup, deadline_s, tag=tag)
             make_ms = watch.ms()
     except (VmError, OSError) as exc:  # the cache unwritable, QEMU not saving: boot
         log.warning("snapshot not had (%s): booting cold", type(exc).__name__)
@@ -122,14 +124,7 @@ async def plan_start(
     record = GuestStart(
         how="snapshot",
         snapshot_key=snapshot.key,
-        shape=SnapshotShapeRecord(
-            image_key=shape.image_key,
-            accelerator=shape.accelerator,
-            memory_mib=shape.memory_mib,
-            vcpus=shape.vcpus,
-            tb_size_mib=shape.tb_size_mib,
-            qemu=shape.qemu,
-        ),
+        shape=SnapshotShapeRecord(**dataclasses.asdict(shape)),  # what the key is over
         found=held,
         make_ms=make_ms,
         cold_boot_reason=None,

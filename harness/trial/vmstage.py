@@ -270,6 +270,7 @@ async def _boot(
         cache=starts.cache,
         cgroup=handle.cgroup,
         deadline_s=float(profile.vm.ssh_deadline_s),
+        tag=tag,
     )
     handle.start = plan.record
     try:

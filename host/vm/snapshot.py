@@ -118,6 +118,7 @@ class SnapshotStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._lock_handle: int | None = None
 
     def entry(self, key: str) -> Path:
         return self.root / key
@@ -156,21 +157,30 @@ class SnapshotStore:
         shutil.rmtree(aside, ignore_errors=True)
 
     async def make(
-        self, shape: SnapshotShape, image: BootImage, cgroup: Cgroup, deadline_s: float
+        self,
+        shape: SnapshotShape,
+        image: BootImage,
+        cgroup: Cgroup,
+        deadline_s: float,
+        *,
+        tag: str,
     ) -> Snapshot:
         """Boot a guest for the control port, wait until it waits for a trial, save it.
-        A concurrent maker of the same key is waited for (the lock), not repeated."""
+        A concurrent maker of the same key is waited for (the lock), not repeated. The
+        maker's QEMU is named by `tag`, the trial's that makes it: it is that trial's
+        (its lease covers it, so `harness gc` leaves it alone; its host state counts it
+        as the trial's own), in that trial's `cgroup`."""
         key = shape.key
         await self._acquire_lock()
         try:
             self._sweep()
-            found = self.load(shape)
+            found = await asyncio.to_thread(self.load, shape)  # hashing: off the loop
             if isinstance(found, Snapshot):
                 return found
             work = Path(tempfile.mkdtemp(prefix=".make-", dir=self.root))
             try:
-                await _boot_and_save(shape, image, cgroup, work, deadline_s)
-                _write_manifest(work, key, shape)
+                await _boot_and_save(shape, image, cgroup, work, deadline_s, tag=tag)
+                await asyncio.to_thread(_write_manifest, work, key, shape)
                 for name in (MEMORY_NAME, DISK_NAME, MANIFEST_NAME):
                     os.chmod(work / name, 0o444)
                 final = self.entry(key)
@@ -180,12 +190,10 @@ class SnapshotStore:
                 shutil.rmtree(work, ignore_errors=True)
         finally:
             self._release_lock()
-        found = self.load(shape)
+        found = await asyncio.to_thread(self.load, shape)
         if not isinstance(found, Snapshot):
             raise VmError("qemu_start_failed")
         return found
-
-    _lock_handle: int | None = None
 
     def _sweep(self) -> None:
         """Remove what a maker killed half way left (its `.make-*` directory): only the
@@ -228,7 +236,13 @@ def _write_manifest(work: Path, key: str, shape: SnapshotShape) -> None:
 
 
 async def _boot_and_save(
-    shape: SnapshotShape, image: BootImage, cgroup: Cgroup, work: Path, deadline_s: float
+    shape: SnapshotShape,
+    image: BootImage,
+    cgroup: Cgroup,
+    work: Path,
+    deadline_s: float,
+    *,
+    tag: str,
 ) -> None:
     """One guest, never given a trial: booted, seen waiting, stopped, streamed, quit."""
     os.chmod(work, 0o700)
@@ -236,7 +250,7 @@ async def _boot_and_save(
     create_overlay(image.base, disk)
     slot = data_slot(work, None)
     config = QemuConfig(
-        tag="0" * 16,
+        tag=tag,
         accelerator=shape.accelerator,
         vmlinux=image.vmlinux.absolute(),
         initramfs=image.initramfs.absolute(),

@@ -31,6 +31,7 @@ async def test_a_guest_that_boots_cold_never_touches_the_snapshot_cache(tmp_path
         cache=tmp_path,
         cgroup=cast(Any, None),
         deadline_s=1.0,
+        tag="0" * 16,
     )
     assert plan.snapshot is None and plan.record == cold("backend_libvirt").record
     assert not (tmp_path / "snapshots").exists()

@@ -16,8 +16,10 @@ here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,9 +30,13 @@ from typing import IO
 
 import pytest
 
+from harness.profiles import load_profile
+from harness.trial.gueststart import GuestShape, plan_start
 from host.cgroups import detect
 from host.vm.leftovers import find_processes, find_trial_dirs
 from receipts.audit import audit_and_read
+from receipts.records.legacy import guest_start
+from tests.host.image.support import session_image
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).parents[3]
@@ -40,6 +46,37 @@ STAGE_DEADLINE_S = 900.0
 """A cold machine builds the image and runtime first; a warm one reaches any stage in ~1 min."""
 GRACE_S = 30.0
 """Slurm's default KillWait: everything must be done before SIGKILL would come."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def restored_guests() -> None:
+    """The tiny profile's snapshot in the cache the trials use, made before the first
+    signal: these trials run on restored guests (their receipts say so, checked below),
+    and the `vm` case signals the restoring QEMU, not a snapshot's maker."""
+    profile = load_profile("tiny")
+    cgroup = detect().create(f"hsigsnap-{os.getpid()}")
+    try:
+        cgroup.set_memory_limit(profile.memory.qemu_cgroup_limit)
+        shape = GuestShape(
+            "tcg", profile.memory.guest_ram >> 20, profile.vm.vcpus, profile.vm.tcg_tb_size_mib
+        )
+        plan = asyncio.run(
+            plan_start(
+                request="snapshot",
+                backend="qemu",
+                guest=shape,
+                worker_channel=False,
+                image=session_image(),
+                cache=TRIALS.parent,
+                cgroup=cgroup,
+                deadline_s=STAGE_DEADLINE_S,
+                tag=secrets.token_hex(8),
+            )
+        )
+    finally:
+        cgroup.kill_members(deadline_s=5.0)
+        cgroup.remove()
+    assert plan.snapshot is not None, plan.record
 
 
 class StderrLog:
@@ -61,15 +98,21 @@ class StderrLog:
                 self.events.append(event)
                 self.cond.notify_all()
 
-    def wait_for(self, stage: str, process: subprocess.Popen[bytes]) -> bool:
-        wanted = {"event": "stage_begin", "stage": stage}
-        deadline = time.monotonic() + STAGE_DEADLINE_S
+    def seen(
+        self, wanted: dict[str, str], process: subprocess.Popen[bytes], deadline_s: float
+    ) -> bool:
+        """Whether the trial logged an event with the `wanted` fields before it exited
+        or the deadline passed."""
+        deadline = time.monotonic() + deadline_s
         with self.cond:
             while time.monotonic() < deadline and process.poll() is None:
                 if any(all(e.get(k) == v for k, v in wanted.items()) for e in self.events):
                     return True
-                self.cond.wait(0.05)
+                self.cond.wait(0.01)
         return False
+
+    def wait_for(self, stage: str, process: subprocess.Popen[bytes]) -> bool:
+        return self.seen({"event": "stage_begin", "stage": stage}, process, STAGE_DEADLINE_S)
 
     def acknowledged(self, signum: signal.Signals, process: subprocess.Popen[bytes]) -> bool:
         """Whether the trial logged taking `signum` (its `stop_signal` line). Two signals
@@ -78,13 +121,7 @@ class StderrLog:
         SIGINT then SIGTERM sent, exit 143). A fixed pause instead of this wait lost the
         other race: the cancelled trial had read the host state before it came (CI)."""
         wanted = {"event": "stop_signal", "category": signum.name}
-        deadline = time.monotonic() + GRACE_S
-        with self.cond:
-            while time.monotonic() < deadline and process.poll() is None:
-                if any(all(e.get(k) == v for k, v in wanted.items()) for e in self.events):
-                    return True
-                self.cond.wait(0.01)
-        return False
+        return self.seen(wanted, process, GRACE_S)
 
 
 def _guests_of(parent: int) -> set[int]:
@@ -177,6 +214,14 @@ def test_a_stop_signal_cancels_the_trial_with_a_valid_receipt(
     assert (trial.cancelled_stage, trial.cancel_signal) == (stage, signum.name)  # type: ignore[union-attr]
     assert trial.failed_stage == stage and records.stage_record(stage) is None
     assert records.cleanup and {c.status for c in records.cleanup} == {"confirmed"}
+    if stage != "vm":  # how the agent's guest started (the vm case cancels its restore)
+        assert records.vm is not None and records.vm.category == "ok"
+        start = guest_start(records.vm)
+        assert start is not None, records.vm
+        if policy == "scripted":
+            assert (start.how, start.found) == ("snapshot", "present"), start
+        else:  # the host worker's channel is not in a snapshot: booted, and why
+            assert (start.how, start.cold_boot_reason) == ("cold_boot", "worker_channel")
     resources = {c.resource for c in records.cleanup}
     assert {"qemu_process", "cgroup", "data_disk"} <= resources, resources
     if policy == "model":

@@ -36,6 +36,8 @@ from host.vm.snapshot import MEMORY_NAME, Snapshot, SnapshotShape, SnapshotStore
 from tests.host.vm.support import READY_DEADLINE_S, assert_torn_down, spec
 
 pytestmark = pytest.mark.integration
+MAKER = "5ab0" * 4
+"""The tag the snapshot's maker runs under (a trial's own, in a trial)."""
 PAUSE_S = 4.0
 """Between saving and restoring: a guest whose clock was not set lags by at least this."""
 
@@ -94,7 +96,7 @@ async def test_two_restored_guests_share_no_key_rng_clock_or_file(
     tmp_path: Path,
 ) -> None:
     shape = shape_of(guest_image)
-    snapshot = await store.make(shape, guest_image, make_vm_cgroup(), READY_DEADLINE_S)
+    snapshot = await store.make(shape, guest_image, make_vm_cgroup(), READY_DEADLINE_S, tag=MAKER)
     assert store.load(shape) == snapshot  # hashed again, and the same entry
     await asyncio.sleep(PAUSE_S)
     tree = tmp_path / "data"
@@ -148,7 +150,7 @@ async def test_a_snapshot_that_fails_its_digest_is_refused_and_made_again(
     stale = store.root / ".make-killed"  # what a maker killed half way leaves
     (stale / "memory.stream").parent.mkdir(parents=True)
     (stale / "memory.stream").write_bytes(b"half a guest")
-    first = await store.make(shape, guest_image, make_vm_cgroup(), READY_DEADLINE_S)
+    first = await store.make(shape, guest_image, make_vm_cgroup(), READY_DEADLINE_S, tag=MAKER)
     assert not stale.exists()
     memory = first.memory
     os.chmod(memory, 0o644)
@@ -160,7 +162,7 @@ async def test_a_snapshot_that_fails_its_digest_is_refused_and_made_again(
     assert store.load(shape) == "digest_mismatch"
     assert not store.entry(shape.key).exists()  # removed, never restored
     assert store.load(shape) == "absent"
-    again = await store.make(shape, guest_image, make_vm_cgroup(), READY_DEADLINE_S)
+    again = await store.make(shape, guest_image, make_vm_cgroup(), READY_DEADLINE_S, tag=MAKER)
     assert again.memory.name == MEMORY_NAME and store.load(shape) == again
     async with restored(guest_image, again, make_vm_cgroup(), scratch_root) as vm:
         await vm.wait_ready(60)
