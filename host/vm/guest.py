@@ -95,7 +95,8 @@ class GuestVm(Vm):
         end = time.monotonic() + deadline_s
         await self.before_ssh(deadline_s)
         try:
-            sock = await open_ssh_socket(SSH_HOST, self.port, deadline_s, alive=self.alive)
+            remaining = max(end - time.monotonic(), 1.0)  # one deadline for all of it
+            sock = await open_ssh_socket(SSH_HOST, self.port, remaining, alive=self.alive)
             remaining = max(end - time.monotonic(), 1.0)
             self._session = await connect(
                 SSH_HOST, self.port, self.keys, deadline_s=remaining, sock=sock
