@@ -66,6 +66,11 @@ async def restored(
     try:
         await vm.start()
         yield vm
+    except BaseException:
+        log = vm.serial_log  # what the guest's init said last (it powers off on failure)
+        if log is not None and log.exists():
+            print(log.read_bytes()[-2000:].decode(errors="replace"))
+        raise
     finally:
         results = await vm.cleanup()
         assert_torn_down("qemu", vm, results)
