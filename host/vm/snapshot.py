@@ -46,8 +46,7 @@ from host.vm.process import spawn_qemu, wait_exit
 from host.vm.qmp import qmp_execute, qmp_quit
 from host.vm.scratch import create_overlay
 from host.vm.snapshotentry import Snapshot
-from receipts.snapshotkey import SNAPSHOT_FORMAT
-from receipts.snapshotkey import snapshot_key as receipts_snapshot_key
+from receipts.snapshotkey import SNAPSHOT_FORMAT, snapshot_key
 
 __all__ = ["Snapshot", "SnapshotShape", "SnapshotStore", "data_slot", "qemu_build"]
 
@@ -89,11 +88,7 @@ class SnapshotShape:
     def key(self) -> str:
         """sha256 of the shape as canonical JSON, with the format: the cache entry's name
         and what the receipt records (the audit recomputes it from the image key)."""
-        return snapshot_key(self)
-
-
-def snapshot_key(shape: SnapshotShape) -> str:
-    return receipts_snapshot_key(**asdict(shape))
+        return snapshot_key(**asdict(self))
 
 
 def data_slot(directory: Path, data_disk: Path | None) -> Path:

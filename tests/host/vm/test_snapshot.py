@@ -7,7 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from host.vm.snapshot import DATA_SLOT_BYTES, SnapshotShape, data_slot, snapshot_key
+from host.vm.snapshot import DATA_SLOT_BYTES, SnapshotShape, data_slot
+from receipts.snapshotkey import snapshot_key
 
 SHAPE = SnapshotShape(
     image_key="a" * 64,
@@ -31,7 +32,7 @@ def test_the_key_changes_with_every_part_of_the_shape() -> None:
     assert set(changes) == {f.name for f in dataclasses.fields(SnapshotShape)}
     keys = {dataclasses.replace(SHAPE, **{name: value}).key for name, value in changes.items()}  # type: ignore[arg-type]
     assert len(keys | {SHAPE.key}) == len(changes) + 1
-    assert SHAPE.key == snapshot_key(dataclasses.replace(SHAPE))  # a function of the shape
+    assert SHAPE.key == snapshot_key(**dataclasses.asdict(SHAPE))  # the receipts' own key
 
 
 def test_the_data_slot_has_the_fixed_size_and_reads_through_to_the_disk(tmp_path: Path) -> None:
