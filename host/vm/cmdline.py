@@ -35,6 +35,7 @@ import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from host.image.contract import (
     CONTROL_CMDLINE_FLAG,
@@ -133,10 +134,16 @@ def accel_args(config: QemuConfig) -> list[str]:
     return ["-accel", f"tcg,tb-size={config.tb_size_mib}", "-cpu", "max"]
 
 
+PROBE_CONSOLE: Final = ("earlyprintk=serial,ttyS0,115200", "ignore_loglevel")
+"""What the probe's kernel adds: every boot message on the serial console, from the start."""
+
+
 def kernel_append(config: QemuConfig) -> str:
     parts = [*KERNEL_CMDLINE, f"harness.tag={config.tag}"]
     if config.probe:
-        parts.append(PROBE_CMDLINE_FLAG)
+        # the probe's console speaks from the kernel's first instructions on, so a guest
+        # that stopped is told from a slow one by its silence (host/vm/accel.py)
+        parts = [p for p in parts if p != "quiet"] + [*PROBE_CONSOLE, PROBE_CMDLINE_FLAG]
     if config.control_socket is not None:
         parts.append(CONTROL_CMDLINE_FLAG)
     return " ".join(parts)

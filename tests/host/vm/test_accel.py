@@ -8,11 +8,25 @@ import pytest
 
 from host.cgroups import Cgroup
 from host.image import GuestImage
-from host.vm.accel import choose_accelerator, kvm_device_state, probe_boot
+from host.vm.accel import ConsoleSilence, choose_accelerator, kvm_device_state, probe_boot
 
 
 def test_missing_device_means_tcg_without_booting(tmp_path: Path) -> None:
     assert kvm_device_state(tmp_path / "kvm") == "kvm_device_absent"
+
+
+def test_a_console_that_grows_is_not_silent(tmp_path: Path) -> None:
+    log = tmp_path / "console.log"
+    silence = ConsoleSilence(log, 0.0, 4.0)
+    assert not silence.stalled(3.9)  # nothing yet: counted from the start
+    assert silence.stalled(4.0)
+    log.write_bytes(b"SeaBIOS\r\n")
+    assert not silence.stalled(5.0)  # it grew: counted from here
+    assert not silence.stalled(8.9)
+    log.write_bytes(b"SeaBIOS\r\nLinux version\r\n")
+    assert not silence.stalled(9.0)
+    assert not silence.stalled(12.9)
+    assert silence.stalled(13.0)
 
 
 async def test_forced_choice_is_recorded_as_forced(tmp_path: Path) -> None:
@@ -74,4 +88,6 @@ async def test_auto_boots_a_kvm_probe_and_records_why(
         assert choice.accelerator == "tcg"
         assert choice.reason in ("probe_failed", "probe_timeout")
         assert choice.probe_ms is not None
+        # a stopped guest is told by its silent console, not by the whole deadline
+        assert choice.probe_ms < 10_000, choice
     assert (choice.accelerator == "kvm") == (choice.reason == "probe_booted")

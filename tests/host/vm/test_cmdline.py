@@ -99,6 +99,25 @@ def test_probe_boot_has_no_disk_no_network_no_keys() -> None:
     assert "harness.probe=1" in option_values(argv, "-append")[0]
 
 
+def test_only_the_probe_prints_every_boot_message() -> None:
+    # the probe tells a stopped guest by its silent console (host/vm/accel.py)
+    probe = option_values(
+        qemu_argv(
+            config(
+                probe=True,
+                overlay=None,
+                ssh_port=None,
+                host_key_file=None,
+                authorized_keys_file=None,
+            )
+        ),
+        "-append",
+    )[0].split()
+    guest = option_values(qemu_argv(config()), "-append")[0].split()
+    assert "quiet" not in probe and "earlyprintk=serial,ttyS0,115200" in probe
+    assert "quiet" in guest and not any(p.startswith("earlyprintk") for p in guest)
+
+
 @pytest.mark.parametrize(
     "change",
     [
