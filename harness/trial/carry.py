@@ -131,3 +131,27 @@ def _copy(source: IO[bytes], target: Path) -> int:
             out.write(chunk)
             written += len(chunk)
     return written
+
+
+def pack_workspace(source: Path, archive: Path) -> int:
+    """The tree the host carried (`unpack_workspace`'s output: regular files and
+    directories only) as an archive for the verification guest, built here: names sorted,
+    owner root, the mode as carried, no timestamps. Returns how many files it holds."""
+    files = 0
+    with tarfile.open(archive, mode="x:", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(source.rglob("*")):
+            info = path.lstat()
+            if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                continue  # the carry wrote none; a tree of anything else is not ours
+            member = tarfile.TarInfo(path.relative_to(source).as_posix())
+            member.mode = stat.S_IMODE(info.st_mode)
+            member.mtime = 0
+            if stat.S_ISDIR(info.st_mode):
+                member.type = tarfile.DIRTYPE
+                tar.addfile(member)
+                continue
+            member.size = info.st_size
+            with path.open("rb") as data:
+                tar.addfile(member, data)
+            files += 1
+    return files

@@ -26,7 +26,7 @@ from host.vm.backend import Vm
 from host.vm.guest import GuestVm
 from receipts.records import VerifierVmRecord, VmRecord
 from receipts.records.hostreading import GuestCommandFailure
-from receipts.records.vm import VmCategory
+from receipts.records.vm import VerifierPrepared, VmCategory
 from receipts.vocabulary import Backend
 
 
@@ -128,8 +128,11 @@ class Guests:
     cgroup could not be made (no handle)."""
 
     def memory_dir(self) -> Path | None:
-        """The memory cgroup of the guest running now (the verifier's once it exists)."""
-        return next((g.handle.memory_dir for g in (self.verifier, self.agent) if g.handle), None)
+        """The memory cgroup of the guest the trial is working in: the agent's until it is
+        released, then the verifier's (which may have started beside it)."""
+        if self.agent_final is None and self.agent.handle is not None:
+            return self.agent.handle.memory_dir
+        return self.verifier.handle.memory_dir if self.verifier.handle is not None else None
 
     def agent_record(self, profile: Profile, backend: Backend) -> VmRecord | None:
         """The agent guest's VM record (read now, or kept from its early release); None
@@ -140,8 +143,11 @@ class Guests:
             return None
         return vm_record(self.agent.handle, self.agent.category, profile, backend=backend)
 
-    def verifier_record(self, profile: Profile, backend: Backend) -> VerifierVmRecord | None:
-        if not self.verifier_started:
+    def verifier_record(
+        self, profile: Profile, backend: Backend, prepared: VerifierPrepared | None
+    ) -> VerifierVmRecord | None:
+        """The verification guest's record, once it was begun (`prepared` says when)."""
+        if not self.verifier_started or prepared is None:
             return None
         return VerifierVmRecord.of(
             vm_record(
@@ -150,5 +156,6 @@ class Guests:
                 profile,
                 backend=backend,
                 guest_memory_bytes=verifier_memory_bytes(profile),
-            )
+            ),
+            prepared,
         )

@@ -29,15 +29,15 @@ class UndeclaredResource(Exception):
 
 class OwnedResources:
     def __init__(self) -> None:
-        self._releases: list[tuple[Resource, Release]] = []
+        self._releases: list[tuple[Resource, Release, Owner | None]] = []
         self._released: list[CleanupResult] = []
 
     def owner(self, declared: tuple[Resource, ...]) -> Owner:
         """Where one owner (the trial, a guest, the worker) registers its releases."""
         return Owner(self, frozenset(declared))
 
-    def _register(self, resource: Resource, release: Release) -> None:
-        self._releases.append((resource, release))
+    def _register(self, resource: Resource, release: Release, owner: Owner) -> None:
+        self._releases.append((resource, release, owner))
 
     async def _run(self, resource: Resource, release: Release) -> None:
         started = time.monotonic()
@@ -47,12 +47,14 @@ class OwnedResources:
             elapsed = int((time.monotonic() - started) * 1000)
             self._released.append(CleanupResult(resource, "failed", "unread", elapsed))
 
-    async def release_early(self, resource: Resource) -> None:
+    async def release_early(self, resource: Resource, owner: Owner | None = None) -> None:
         """Release the latest registration of `resource` now (e.g. the worker, which must
-        stop before verification); its receipts keep their place in release order."""
+        stop before verification), by `owner` when given (two guests each register a
+        `qemu_process`); its receipts keep their place in release order."""
         for position in range(len(self._releases) - 1, -1, -1):
-            if self._releases[position][0] == resource:
-                release = asyncio.ensure_future(self._run(*self._releases.pop(position)))
+            name, _release, registrant = self._releases[position]
+            if name == resource and owner in (None, registrant):
+                release = asyncio.ensure_future(self._run(*self._releases.pop(position)[:2]))
                 try:
                     await asyncio.shield(release)
                 except asyncio.CancelledError:
@@ -64,7 +66,7 @@ class OwnedResources:
 
     async def release_all(self) -> list[CleanupResult]:
         while self._releases:
-            await self._run(*self._releases.pop())
+            await self._run(*self._releases.pop()[:2])
         return list(self._released)
 
 
@@ -78,7 +80,11 @@ class Owner:
     def register(self, resource: Resource, release: Release) -> None:
         if resource not in self.declared:
             raise UndeclaredResource(resource)
-        self._resources._register(resource, release)
+        self._resources._register(resource, release, self)
+
+    async def release_early(self, resource: Resource) -> None:
+        """Release this owner's latest registration of `resource` now."""
+        await self._resources.release_early(resource, self)
 
 
 def cgroup_release(cgroup: Cgroup) -> Release:

@@ -30,6 +30,7 @@ from harness.trial.progress import NoProgress, ProgressSink, TrialStep
 from harness.trial.stage import StageSpec, TrialState
 from harness.trial.stages import STAGES
 from harness.trial.stopping import StopSignals
+from harness.trial.verifierprep import VerifierPreparation
 from harness.version import HARNESS_VERSION
 from host.cancel import CancelToken, cancel_scope
 from host.hoststate.attribution import OwnTrial
@@ -177,6 +178,25 @@ class Trial:
                 if stage.after is not None:
                     await stage.after(state)
 
+    def state(self, scratch: Path) -> TrialState:
+        """What the stages share, over the trial's scratch directory."""
+        preparation = VerifierPreparation(
+            context=self.context,
+            scratch=scratch,
+            owned=self.owned,
+            prepared=self.prepared,
+            guests=self.guests,
+        )
+        return TrialState(
+            self.context,
+            scratch,
+            self.owned,
+            self.prepared,
+            self.guests,
+            self.evidence,
+            preparation,
+        )
+
     async def _name_guest_disk_full(self) -> bool:
         """After a guest stage failed: the agent guest's full disk names the failure."""
         return self.current in GUEST_STAGES and await self.guests.agent.disk_full()
@@ -213,9 +233,7 @@ class Trial:
             tempfile.mkdtemp(prefix=f"harness-trial-{self.context.tag}-", dir=trials_root)
         )
         self.owned.owner(TRIAL_OWNS).register("trial_scratch", _scratch_release(scratch))
-        state = TrialState(
-            self.context, scratch, self.owned, self.prepared, self.guests, self.evidence
-        )
+        state = self.state(scratch)
         sampler = MemorySampler(
             self.guests.memory_dir,
             lambda: memory_dir_of_pid(
@@ -227,10 +245,11 @@ class Trial:
         try:
             await self._run_stages(state)
         finally:
+            await state.verifier.abandon()  # a verifier still waiting waits no more
             memory = sampler.stop()  # before teardown releases the cgroups it reads
             with self.step("teardown"):
                 vm_final = self.guests.agent_record(profile, backend)
-                verifier_final = self.guests.verifier_record(profile, backend)
+                verifier_final = self.guests.verifier_record(profile, backend, state.verifier.when)
                 cleanup = await self.owned.release_all()
         if vm_final is not None:
             self.evidence.put("vm", vm_final)

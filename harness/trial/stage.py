@@ -17,6 +17,7 @@ from harness.trial.context import Prepared, TrialContext
 from harness.trial.evidence import Evidence
 from harness.trial.guests import Guests
 from harness.trial.owned import OwnedResources
+from harness.trial.verifierprep import VerifierPreparation
 from receipts.records.trial import Stage
 
 
@@ -24,7 +25,8 @@ from receipts.records.trial import Stage
 class TrialState:
     """What the stages share: what they read (`context`), where the trial's files go
     (`scratch`), where what they acquire is registered (`owned`), what they hand on
-    (`prepared`), the guests they reach (`guests`) and what they record (`evidence`)."""
+    (`prepared`), the guests they reach (`guests`), what they record (`evidence`), and
+    the verification guest's preparation (`verifier`, begun beside the agent or after)."""
 
     context: TrialContext
     scratch: Path
@@ -32,6 +34,7 @@ class TrialState:
     prepared: Prepared
     guests: Guests
     evidence: Evidence
+    verifier: VerifierPreparation
 
 
 StageAction = Callable[[TrialState], Awaitable[None]]

@@ -55,6 +55,7 @@ async def _vm(s: TrialState) -> None:
 
 
 async def _gate(s: TrialState) -> None:
+    s.verifier.begin_beside_agent()  # when the host's memory holds both guests
     await gate_stage(s.prepared.runtime, s.guests.agent, s.evidence)
 
 

@@ -3,22 +3,22 @@
 The agent's guest is untrusted once the model's code ran there (a planted
 `sitecustomize`, a process that outlived its tool call, a rewritten interpreter): only
 its final workspace leaves it, as an archive the host unpacks into regular files
-(carry.py). That guest is then released, and a second guest boots from the same
-pristine content-keyed image in a new overlay, with the carried workspace and the whole
-task (hidden tests included, from the host) on its read-only disk. The verifier runs
-there through the runtime gate, and its record is judged here, on the host.
+(carry.py). That guest is then released. A second guest, started from the same
+pristine content-keyed image in a new overlay with the whole task (hidden tests
+included, from the host) on its read-only disk, runs the verifier through the runtime
+gate: begun while the agent worked when memory allows, or now (verifierprep.py). It
+receives the carried workspace, and its record is judged here, on the host.
 """
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Self
 
-from guest.task import copy_task_private, load_task, task_digest
+from guest.task import load_task, task_digest
 from harness.trial.carry import CarryRefused, tar_command, unpack_workspace
 from harness.trial.context import TrialContext
-from harness.trial.diskfiles import link_or_copy
 from harness.trial.evidence import Evidence, StageFailed
 from harness.trial.guestcmd import READ_ONLY
 from harness.trial.guestrecords import (
@@ -28,41 +28,39 @@ from harness.trial.guestrecords import (
 )
 from harness.trial.guestrun import WORK
 from harness.trial.guests import Guest, Guests
-from harness.trial.owned import OwnedResources
 from harness.trial.stage import TrialState
-from harness.trial.vmstage import StartRequest, VmStageFailed, start_verifier_vm, vm_record
+from harness.trial.verifierprep import NotDelivered, VerifierPreparation
+from harness.trial.vmstage import VmStageFailed, vm_record
 from host.cancel import in_thread
-from host.image.build import GuestImage
 from host.runtime import GuestRuntime
 from host.ssh.errors import SshError
 from host.vm.categories import Accelerator, AcceleratorReason
 from host.vm.errors import VmError
 from receipts.records import VerificationRecord
-from receipts.records.hostreading import VerifierHostReading
+from receipts.records.hostreading import GuestCommandFailure, VerifierHostReading
 from receipts.treedigest import TreeDigestError, tree_sha256
 
 
 class Verification:
-    """One run of the stage: carry, release the agent's guest, boot the verifier, judge."""
+    """One run of the stage: carry, release the agent's guest, hand the workspace to the
+    verifier waiting in the pristine guest (verifierprep.py), judge."""
 
     def __init__(
         self,
         *,
         context: TrialContext,
         scratch: Path,
-        owned: OwnedResources,
         runtime: GuestRuntime | None,
-        image: GuestImage | None,
         guests: Guests,
+        preparation: VerifierPreparation,
         evidence: Evidence,
     ) -> None:
-        assert runtime is not None and image is not None
+        assert runtime is not None
         self.context = context
         self.scratch = scratch
-        self.owned = owned
         self.runtime = runtime
-        self.image = image
         self.guests = guests
+        self.preparation = preparation
         self.evidence = evidence
 
     @classmethod
@@ -71,10 +69,9 @@ class Verification:
         return cls(
             context=state.context,
             scratch=state.scratch,
-            owned=state.owned,
             runtime=state.prepared.runtime,
-            image=state.prepared.image,
             guests=state.guests,
+            preparation=state.verifier,
             evidence=state.evidence,
         )
 
@@ -93,27 +90,27 @@ class Verification:
         except TreeDigestError:
             self._unread("workspace_not_carried")
             raise StageFailed from None
-        source = await in_thread(self.verifier_source, carried)
-        verifier, options = self.guests.verifier, self.context.options
-        self.guests.verifier_started = True
+        preparation, verifier = self.preparation, self.guests.verifier
+        if not preparation.begun():
+            preparation.begin(accelerator, "after_agent")
         try:
-            verifier.handle = await start_verifier_vm(
-                profile=self.context.profile,
-                image=self.image,
-                data_source=source,
-                tag=self.context.tag,
-                trial_root=self.context.trials_root,
-                backend=self.context.backend,
-                accelerator=accelerator,
-                owned=self.owned,
-                starts=StartRequest(options.guest_start, options.cache),
-            )
+            running = await preparation.ready()
+            await preparation.send(carried)
         except VmStageFailed as failure:
-            verifier.handle, verifier.category = failure.handle, failure.category
+            verifier.category = failure.category
+            self._unread("verifier_vm_failed")
+            raise StageFailed from None
+        except NotDelivered:
+            self._unread("workspace_not_carried")
+            raise StageFailed from None
+        except (SshError, VmError):
+            verifier.category = "qemu_exited" if await verifier.gone() else "ssh_dropped"
             self._unread("verifier_vm_failed")
             raise StageFailed from None
         try:
-            await judge(self.context, self.runtime, verifier, carried_sha256, self.evidence)
+            await judge(
+                self.context, self.runtime, verifier, carried_sha256, self.evidence, running=running
+            )
         except (SshError, VmError):
             verifier.category = "qemu_exited" if await verifier.gone() else "ssh_dropped"
             self._unread("verifier_vm_failed")
@@ -144,10 +141,9 @@ class Verification:
         return dest
 
     async def release_agent_guest(self) -> tuple[Accelerator, AcceleratorReason]:
-        """Read the agent guest's VM record, then release that guest before the
-        verification guest boots: nothing of it is needed any more, and a 12 GiB guest
-        need not sit beside the next. Returns the accelerator the trial chose, which the
-        verification guest reuses."""
+        """Read the agent guest's VM record, then release that guest: nothing of it is
+        needed any more, and a 12 GiB guest need not sit beside the next. Returns the
+        accelerator the trial chose, which the verification guest reuses."""
         agent = self.guests.agent
         assert agent.handle is not None and agent.handle.vm is not None
         facts = agent.handle.vm.facts()
@@ -157,20 +153,8 @@ class Verification:
             self.context.profile,
             backend=self.context.options.backend,
         )
-        await self.owned.release_early("qemu_process")
+        await agent.handle.owner.release_early("qemu_process")  # not the verifier's
         return facts.accelerator, facts.accelerator_reason
-
-    def verifier_source(self, workspace: Path) -> Path:
-        """The verification guest's read-only disk: the runtime and its pins, the whole
-        task from the host (hidden tests and reference solution included) in a directory
-        only root can enter, and the carried workspace."""
-        root = self.scratch / "verifier-data"
-        shutil.copytree(self.runtime.root, root / "runtime", copy_function=link_or_copy)
-        shutil.copy(self.runtime.pins, root / "pins.json")
-        (root / "task").mkdir(parents=True)
-        copy_task_private(self.context.task_dir, root / "task" / self.context.options.task)
-        shutil.copytree(workspace, root / "workspace")
-        return root
 
 
 async def judge(
@@ -179,12 +163,15 @@ async def judge(
     guest: Guest,
     carried_sha256: str,
     evidence: Evidence,
+    *,
+    running: Awaitable[GuestCommandFailure | None] | None = None,
 ) -> None:
     """Run the verifier in `guest` and keep its record, cross-checked here against the
     task the host shipped and the workspace it carried (`carried_sha256`,
     receipts.treedigest of the carried tree): a verdict about other tests or other bytes
-    than those is no verdict about this trial."""
-    record = await run_verifier(context, runtime, guest)
+    than those is no verdict about this trial. `running` is the verifier already started
+    (verifierprep.py); without it, it is run here."""
+    record = await run_verifier(context, runtime, guest, running)
     read = record.task_sha256 is not None  # None only in the host's stand-in
     if read and record.task_sha256 != task_digest(context.task_dir):  # other tests than ours
         record = record.model_copy(update={"category": "runner_error", "result": "failed"})
@@ -196,9 +183,15 @@ async def judge(
 
 
 async def run_verifier(
-    context: TrialContext, runtime: GuestRuntime, guest: Guest
+    context: TrialContext,
+    runtime: GuestRuntime,
+    guest: Guest,
+    running: Awaitable[GuestCommandFailure | None] | None = None,
 ) -> VerificationRecord:
-    """guest.verify in `guest`; its record, or the host's stand-in."""
+    """guest.verify in `guest` (or its run already under way); its record, or the host's
+    stand-in."""
+    if running is not None:
+        return await _record_of(guest, await running)
     task = load_task(context.task_dir)
     args = [
         "--task-dir",
@@ -211,7 +204,12 @@ async def run_verifier(
         f"{WORK}/verification.json",
     ]
     deadline = float(task.hidden.deadline_s) + 60.0
-    failure = await guest.gated(runtime.pins_sha256, "guest.verify", args, deadline)
+    return await _record_of(
+        guest, await guest.gated(runtime.pins_sha256, "guest.verify", args, deadline)
+    )
+
+
+async def _record_of(guest: Guest, failure: GuestCommandFailure | None) -> VerificationRecord:
     if failure is not None:
         return unread_verification_record(failure)
     try:

@@ -50,6 +50,8 @@ class VmHandle:
     """What the VM stage acquired and measured so far (filled in as it goes)."""
 
     cgroup: Cgroup
+    owner: Owner
+    """Where this guest's resources are registered (its QEMU is released by it early)."""
     memory_limit: int | None = None
     swap_limit: int | None = None
     cpu_quota_millicores: int | None = None
@@ -179,6 +181,7 @@ async def start_verifier_vm(
     accelerator: tuple[Accelerator, AcceleratorReason],
     owned: OwnedResources,
     starts: StartRequest,
+    yield_cpu: bool = False,
 ) -> VmHandle:
     """A second guest, started from the same pristine content-keyed image in a new overlay
     (booted, or restored from the image's snapshot: gueststart.py),
@@ -186,9 +189,11 @@ async def start_verifier_vm(
     `sitecustomize`, a process left running, a rewritten interpreter) exists here. Its
     only inputs are the read-only disk built from `data_source` on the host. It has its
     own cgroup (`verifier-<tag>`, same budgets but a smaller guest) and no worker channel.
-    The accelerator is the one the trial already chose: no second probe boot."""
+    The accelerator is the one the trial already chose: no second probe boot.
+    `yield_cpu`: started beside the agent's guest, it takes the lowest CPU weight, so
+    that its start and the verifier's imports use only what the agent's side leaves."""
     owner = owned.owner(backend.owns)
-    handle, disk_dir = _acquire(profile, tag, "verifier", trial_root, owner)
+    handle, disk_dir = _acquire(profile, tag, "verifier", trial_root, owner, yield_cpu=yield_cpu)
     await _boot(
         handle,
         disk_dir,
@@ -207,7 +212,13 @@ async def start_verifier_vm(
 
 
 def _acquire(
-    profile: Profile, tag: str, role: str, trial_root: Path, owner: Owner
+    profile: Profile,
+    tag: str,
+    role: str,
+    trial_root: Path,
+    owner: Owner,
+    *,
+    yield_cpu: bool = False,
 ) -> tuple[VmHandle, Path]:
     """The guest's cgroup with the profile's budgets read back, and its data disk folder;
     each registered for release as soon as it exists."""
@@ -217,13 +228,15 @@ def _acquire(
     except (CgroupError, OSError):
         raise VmStageFailed("cgroup_apply_failed") from None
     owner.register("cgroup", cgroup_release(cgroup))
-    handle = VmHandle(cgroup)
+    handle = VmHandle(cgroup, owner)
     try:
         memory = cgroup.set_memory_limit(profile.memory.qemu_cgroup_limit)
         handle.memory_limit, handle.swap_limit = memory.limit_bytes, memory.swap_bytes
         cpu = cgroup.set_cpu_quota(profile.vm.vcpus * CPU_PERIOD_US, CPU_PERIOD_US)
         handle.cpu_quota_millicores = cpu.quota_us * 1000 // cpu.period_us
         handle.pids_limit = cgroup.set_pids_limit(profile.vm.pids_limit).max_pids
+        if yield_cpu:
+            cgroup.set_cpu_weight_lowest()
     except (CgroupError, OSError):
         raise VmStageFailed("cgroup_apply_failed", handle) from None
 

@@ -35,6 +35,11 @@ class Cgroup(Protocol):
         """Allow `quota_us` of CPU time per `period_us`; read back."""
         ...
 
+    def set_cpu_weight_lowest(self) -> None:
+        """Yield the CPU to every other cgroup that wants it (cpu.weight 1, v1 cpu.shares
+        2), read back: a share, not a limit; alone on the host it may use its quota."""
+        ...
+
     def set_pids_limit(self, max_pids: int) -> PidsLimitApplied:
         """Limit the number of tasks; read back."""
         ...

@@ -98,6 +98,9 @@ class V1Cgroup:
         write_verified(cpu / "cpu.cfs_quota_us", str(quota_us), controller="cpu")
         return CpuQuotaApplied(quota_us=quota_us, period_us=period_us)
 
+    def set_cpu_weight_lowest(self) -> None:
+        write_verified(self._dir("cpu") / "cpu.shares", "2", controller="cpu")
+
     def set_pids_limit(self, max_pids: int) -> PidsLimitApplied:
         validate_pids(max_pids)
         write_verified(self._dir("pids") / "pids.max", str(max_pids), controller="pids")

@@ -111,6 +111,9 @@ class V2Cgroup:
         write_verified(path / "cpu.max", f"{quota_us} {period_us}", controller="cpu")
         return CpuQuotaApplied(quota_us=quota_us, period_us=period_us)
 
+    def set_cpu_weight_lowest(self) -> None:
+        write_verified(self._need("cpu") / "cpu.weight", "1", controller="cpu")
+
     def set_pids_limit(self, max_pids: int) -> PidsLimitApplied:
         validate_pids(max_pids)
         write_verified(self._need("pids") / "pids.max", str(max_pids), controller="pids")

@@ -30,7 +30,7 @@ HOST_READINGS: frozenset[str] = frozenset(("records_invalid", *get_args(GuestCom
 VerifierHostReading = Literal["workspace_not_carried", "verifier_vm_failed"]
 """How verification ended before the verifier ran, as the host saw it:
 - `workspace_not_carried`: the final workspace could not be brought out of the agent's
-  guest as a safe archive of regular files (harness/trial/carry.py), so nothing was
-  verified;
+  guest as a safe archive of regular files (harness/trial/carry.py), or into the
+  verification guest (its unpacking failed), so nothing was verified;
 - `verifier_vm_failed`: the pristine verification guest did not boot, or was lost while
   the hidden tests ran (its own record, `verifier_vm.json`, names how)."""

@@ -54,7 +54,7 @@ from receipts.records.verification import (
     VerificationFields,
     VerificationRecord,
 )
-from receipts.records.vm import GuestStart, VerifierVmRecord, VmRecord, _GuestVmV1
+from receipts.records.vm import GuestStart, VerifierVmRecord, VmRecord, _GuestVm, _GuestVmV1
 from receipts.records.worker import (
     Admission,
     ConstraintBackend,
@@ -521,8 +521,17 @@ class VerifierVmRecordV1(_GuestVmV1):
     )
 
 
+class VerifierVmRecordV2(_GuestVm):
+    """`harness.receipt.verifier_vm/2`: every verification guest started after the agent's
+    guest was released, so when it was prepared was not recorded."""
+
+    schema_: Literal["harness.receipt.verifier_vm/2"] = Field(
+        "harness.receipt.verifier_vm/2", alias="schema"
+    )
+
+
 AnyVmRecord = VmRecord | VmRecordV1
-AnyVerifierVmRecord = VerifierVmRecord | VerifierVmRecordV1
+AnyVerifierVmRecord = VerifierVmRecord | VerifierVmRecordV2 | VerifierVmRecordV1
 
 
 def guest_start(record: AnyVmRecord | AnyVerifierVmRecord) -> GuestStart | None:
@@ -535,7 +544,7 @@ def guest_start(record: AnyVmRecord | AnyVerifierVmRecord) -> GuestStart | None:
 LEGACY: Final[dict[str, tuple[type[Record], ...]]] = {
     "trial": (TrialRecordV3, TrialRecordV2, TrialRecordV1),
     "vm": (VmRecordV1,),
-    "verifier_vm": (VerifierVmRecordV1,),
+    "verifier_vm": (VerifierVmRecordV2, VerifierVmRecordV1),
     "dispatch": (DispatchRecordV1,),
     "agent": (AgentRecordV1,),
     "verification": (VerificationRecordV3, VerificationRecordV2, VerificationRecordV1),

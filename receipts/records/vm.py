@@ -138,18 +138,28 @@ class VmRecord(_GuestVm):
     schema_: Literal["harness.receipt.vm/2"] = Field("harness.receipt.vm/2", alias="schema")
 
 
+VerifierPrepared = Literal["beside_agent", "after_agent"]
+"""When the verification guest was started (harness/trial/verifierprep.py): beside the
+agent's guest, as soon as that was up, because the host's memory held both even if the
+agent's QEMU and the host worker grew to their cgroup limits; or after the agent's
+guest was released (memory did not allow both, or could not be read; or the libvirt
+backend, where a trial's guests share one domain name)."""
+
+
 class VerifierVmRecord(_GuestVm):
     """The verification guest: started from the same pristine image (booted, or restored
-    from a snapshot of it) after the agent's guest was released, holding only the carried
-    workspace and the task from the host."""
+    from a snapshot of it), holding only the task and runtime from the host on its disk
+    and, once the agent's guest was released, the carried workspace."""
 
-    schema_: Literal["harness.receipt.verifier_vm/2"] = Field(
-        "harness.receipt.verifier_vm/2", alias="schema"
+    schema_: Literal["harness.receipt.verifier_vm/3"] = Field(
+        "harness.receipt.verifier_vm/3", alias="schema"
     )
+    prepared: VerifierPrepared
 
     @classmethod
-    def of(cls, record: VmRecord) -> VerifierVmRecord:
+    def of(cls, record: VmRecord, prepared: VerifierPrepared) -> VerifierVmRecord:
         """The same readings, under this kind's schema."""
         fields = record.model_dump(by_alias=True)
         fields["schema"] = cls.schema_id()
+        fields["prepared"] = prepared
         return cls.model_validate(fields)

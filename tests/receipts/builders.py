@@ -312,7 +312,8 @@ def accepted_model_trial() -> RecordSet:
                 boot_to_ssh_ms=1250,
                 duration_ms=12_000,
                 start=restored_start(),
-            )
+            ),
+            "beside_agent",
         ),
         gate=GateRecord(category="ok", pin_table_sha256=D1, files_verified=57, duration_ms=80),
         worker=WorkerRecord(

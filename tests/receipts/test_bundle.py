@@ -32,9 +32,9 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: vm/2 and verifier_vm/2, whose `start`
-# the golden receipt's guests now carry: the agent's booted, the verifier's restored).
-GOLDEN_ZIP_SHA256 = "d05d97ad85bcd54cc694e3458ee9fb1287dc5733e3318cbcb103364ab3b540ec"
+# update it in the same commit and say why (last: verifier_vm/3, whose `prepared` the
+# golden receipt's verification guest carries: `beside_agent`).
+GOLDEN_ZIP_SHA256 = "5a9bfa34f0241c1268e1b6f872e90f1f99ff7077e353412518d420fb3453997c"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

@@ -82,6 +82,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.trial/1",
         "harness.receipt.dispatch/1",
         "harness.receipt.vm/1",
+        "harness.receipt.verifier_vm/2",
         "harness.receipt.verifier_vm/1",
         "harness.receipt.agent/1",
         "harness.receipt.verification/3",

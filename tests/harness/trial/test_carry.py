@@ -7,13 +7,15 @@ agent code that controls that guest could forge it.
 from __future__ import annotations
 
 import io
+import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from harness.trial import carry
-from harness.trial.carry import CarryRefused, unpack_workspace
+from harness.trial.carry import CarryRefused, pack_workspace, unpack_workspace
+from receipts.treedigest import tree_sha256
 
 
 def _archive(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
@@ -117,3 +119,23 @@ def test_bytes_that_are_no_archive_are_malformed(tmp_path: Path) -> None:
         unpack_workspace(junk, tmp_path / "out")
     assert refused.value.reason == "archive_malformed"
     assert not (tmp_path / "out").exists()
+
+
+def test_the_host_packs_what_it_carried_as_root_owned_regular_files(tmp_path: Path) -> None:
+    source = tmp_path / "carried"
+    (source / "pkg" / "sub").mkdir(parents=True)
+    (source / "pkg" / "sub" / "a.py").write_text("a = 1\n")
+    (source / "run.sh").write_text("#!/bin/sh\n")
+    (source / "run.sh").chmod(0o755)
+    (source / "link").symlink_to("run.sh")  # never the carry's output: left out
+    archive = tmp_path / "carried.tar"
+    assert pack_workspace(source, archive) == 2
+    with tarfile.open(archive) as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == ["pkg", "pkg/sub", "pkg/sub/a.py", "run.sh"]
+    assert {(m.uid, m.gid, m.uname, m.mtime) for m in members} == {(0, 0, "", 0)}
+    back = tmp_path / "back"
+    (back).mkdir()
+    subprocess.run(["tar", "--no-same-owner", "-C", str(back), "-xf", str(archive)], check=True)
+    (source / "link").unlink()
+    assert tree_sha256(back) == tree_sha256(source)

@@ -59,7 +59,7 @@ def test_a_tree_that_cannot_be_copied_is_data_disk_failed(tmp_path: Path) -> Non
 def test_an_image_that_cannot_be_built_is_data_disk_failed(tmp_path: Path) -> None:
     """The tree is not a directory: build_data_disk refuses it (ImageError). Nothing
     after the disk is reached, so the guest parts of the call are never used."""
-    handle = VmHandle(cast(Any, None))
+    handle = VmHandle(cast(Any, None), OwnedResources().owner(()))
     with pytest.raises(VmStageFailed) as failed:
         asyncio.run(
             _boot(

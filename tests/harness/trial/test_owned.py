@@ -56,6 +56,25 @@ def test_declared_registrations_release_in_reverse_order() -> None:
     assert [r.resource for r in released] == ["worker_socket", "cgroup", "trial_scratch"]
 
 
+def test_a_guest_releases_its_own_qemu_early_not_the_latest() -> None:
+    # the verification guest may start beside the agent's: releasing the agent's QEMU
+    # before verification must leave the verifier's running
+    owned = OwnedResources()
+    agent, verifier = owned.owner(GUEST_OWNS["qemu"]), owned.owner(GUEST_OWNS["qemu"])
+    stopped: list[str] = []
+    for name, owner in (("agent", agent), ("verifier", verifier)):
+
+        async def release(name: str = name) -> tuple[CleanupResult, ...]:
+            stopped.append(name)
+            return (_release("qemu_process"),)
+
+        owner.register("qemu_process", release)
+    asyncio.run(agent.release_early("qemu_process"))
+    assert stopped == ["agent"]
+    asyncio.run(owned.release_all())
+    assert stopped == ["agent", "verifier"]
+
+
 def test_each_backend_and_placement_owns_its_declaration() -> None:
     assert QemuBackend().owns == GUEST_OWNS["qemu"]
     assert LibvirtBackend().owns == GUEST_OWNS["libvirt"]

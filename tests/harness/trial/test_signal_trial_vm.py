@@ -146,7 +146,7 @@ def _guests_of(parent: int) -> set[int]:
         ("model", "agent", (signal.SIGTERM,)),  # the host worker serving the agent's command
         # Ctrl-C at a terminal: SIGINT to the whole process group (see `group` below)
         ("model", "worker", (signal.SIGINT,)),  # the host worker starting, loading the GGUF
-        ("scripted", "verification", (signal.SIGTERM,)),  # the verifier's fresh guest booting
+        ("scripted", "verification", (signal.SIGTERM,)),  # the workspace handed to the verifier
         # GitHub Actions' cancel: SIGINT, then SIGTERM. The second means hurry.
         ("scripted", "agent", (signal.SIGINT, signal.SIGTERM)),
     ],
@@ -169,12 +169,18 @@ def test_a_stop_signal_cancels_the_trial_with_a_valid_receipt(
     log = StderrLog(child.stderr)
     try:
         reached = log.wait_for(stage, child)
-        if reached and stage in ("vm", "verification"):  # a new guest booting, not only
-            earlier = _guests_of(child.pid)  # the stage begun (verification: the agent's
-            deadline = time.monotonic() + 120  # guest goes, the verifier's boots)
+        if reached and stage == "vm":  # a new guest booting, not only the stage begun
+            earlier = _guests_of(child.pid)
+            deadline = time.monotonic() + 120
             while not _guests_of(child.pid) - earlier and time.monotonic() < deadline:
                 time.sleep(0.05)
             reached = bool(_guests_of(child.pid) - earlier)
+        if reached and stage == "verification":  # the agent's guest gone: the verifier,
+            earlier = _guests_of(child.pid)  # started beside it, gets the workspace
+            deadline = time.monotonic() + 120
+            while not earlier - _guests_of(child.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            reached = len(earlier) == 2 and bool(earlier - _guests_of(child.pid))
         assert reached, f"the trial never reached {stage}: {log.events[-5:]}"
         signalled = time.monotonic()
         for index, each in enumerate(signums):
@@ -224,6 +230,9 @@ def test_a_stop_signal_cancels_the_trial_with_a_valid_receipt(
             assert (start.how, start.cold_boot_reason) == ("cold_boot", "worker_channel")
     resources = {c.resource for c in records.cleanup}
     assert {"qemu_process", "cgroup", "data_disk"} <= resources, resources
+    if stage == "verification" or (policy == "model" and stage == "agent"):  # by then the
+        # verification guest was up beside the agent's (begun with the gate)
+        assert [c.resource for c in records.cleanup].count("qemu_process") == 2
     if policy == "model":
         assert "worker_process" in resources, resources
     assert records.hoststate is not None

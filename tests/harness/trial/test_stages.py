@@ -63,9 +63,7 @@ def test_a_trial_runs_the_stages_the_audit_requires(
 
     options = _options(tmp_path, scripted=scripted, dispatched=dispatched)
     trial = Trial(options, stages=tuple(recording(spec) for spec in STAGES))
-    state = TrialState(
-        trial.context, tmp_path, trial.owned, trial.prepared, trial.guests, trial.evidence
-    )
+    state = trial.state(tmp_path)
     asyncio.run(trial.stages(state))
     assert tuple(ran) == trial_stages(dispatched=dispatched, policy=trial.policy)
     assert ("dispatch" in ran) == dispatched

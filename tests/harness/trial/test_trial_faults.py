@@ -13,6 +13,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from types import MethodType
 
 import pytest
 
@@ -21,7 +22,7 @@ from harness.trial.context import TrialOptions
 from harness.trial.guests import Guest
 from harness.trial.pipeline import Trial, TrialResult
 from harness.trial.stage import StageAction, TrialState
-from harness.trial.verification import Verification
+from harness.trial.verifierprep import VerifierPreparation
 from host.ssh import CommandResult
 from tests.harness.trial.stagetable import around, before
 from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records
@@ -142,27 +143,28 @@ async def test_ssh_dropped_while_qemu_runs(tmp_path: Path) -> None:
     _audits_by_cli(result)
 
 
-class VerifiesAnotherTask(Verification):
+def _another_task_disk(preparation: VerifierPreparation) -> Path:
     """The verification guest is sent a task that differs from the pinned one by one
     comment line."""
-
-    def verifier_source(self, workspace: Path) -> Path:
-        root = super().verifier_source(workspace)
-        task = self.context.options.task
-        hidden = next((root / "task" / task / "hidden_tests").glob("test_*.py"))
-        hidden.write_text(hidden.read_text() + "\n# not the pinned task\n")
-        return root
+    root = VerifierPreparation.disk_source(preparation)
+    task = preparation.context.options.task
+    hidden = next((root / "task" / task / "hidden_tests").glob("test_*.py"))
+    hidden.write_text(hidden.read_text() + "\n# not the pinned task\n")
+    return root
 
 
-async def _verify_another_task(state: TrialState, _run: StageAction) -> None:
-    await VerifiesAnotherTask.of(state).run()
+async def _verify_another_task(state: TrialState, run: StageAction) -> None:
+    state.verifier.disk_source = MethodType(  # type: ignore[method-assign]
+        _another_task_disk, state.verifier
+    )
+    await run(state)
 
 
 async def test_verification_of_another_task_is_runner_error(tmp_path: Path) -> None:
     """Mutation control for the task_sha256 cross-check: without it this trial would be
     accepted (the changed task still passes)."""
     options = _options(tmp_path / "out", "py-one-line-fix", "solution")
-    trial = Trial(options, stages=around("verification", _verify_another_task))
+    trial = Trial(options, stages=around("gate", _verify_another_task))
     result = await trial.run()
     assert (result.valid, result.verdict) == (True, "failed_verification")
     records = _records(result)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.profiles import load_profile
+from harness.trial import verifierprep
 from harness.trial.context import TrialOptions
 from harness.trial.pipeline import Trial, TrialResult
 from harness.trial.stage import TrialState
@@ -102,9 +103,24 @@ async def test_scripted_solution_is_accepted_and_audits(tmp_path: Path) -> None:
     assert records.gate.category == "ok" and records.gate.files_verified > 100
     assert records.vm.swap_limit_bytes == 0
     assert records.vm.memory_limit_bytes == load_profile("smollm2").memory.qemu_cgroup_limit
+    # the host holds both guests: the verifier was made ready while the agent worked
+    assert records.verifier_vm.prepared == "beside_agent"
+    assert records.verification.workspace_sha256 is not None  # the carried tree, checked
     _no_leftovers(result)
     _cli_audit_passes(result.receipt)
     _each_cleanup_receipt_is_required(result.receipt)
+
+
+async def test_a_host_without_room_for_both_guests_verifies_after_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MemAvailable reads 0: the verification guest waits for the agent's to be released
+    monkeypatch.setattr(verifierprep, "host_available", lambda: 0)
+    result = await Trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    assert (result.valid, result.verdict) == (True, "accepted")
+    records = _records(result)
+    assert records.verifier_vm.prepared == "after_agent"
+    _no_leftovers(result)
 
 
 async def test_scripted_wrong_edit_is_task_incomplete(tmp_path: Path) -> None:
@@ -165,6 +181,10 @@ async def test_an_agent_that_crashes_in_the_guest_is_named(tmp_path: Path) -> No
     assert records.vm.category == "ok" and records.gate.category == "ok"
     assert (records.agent.category, records.agent.turns) == ("exited_nonzero", 0)
     assert records.verification is None and not records.agent_turns
+    # the verification guest, started beside the agent's, went with its stage: no record,
+    # but released like the agent's guest, with receipts
+    assert records.verifier_vm is None
+    assert [c.resource for c in records.cleanup].count("qemu_process") == 2
     _no_leftovers(result)
     _cli_audit_passes(result.receipt)
 

@@ -5,15 +5,19 @@ cgroup files, not the VM); the VM tests run it on real QEMUs of both backends.""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from harness.trial.vmstage import VmHandle, _check_budgets_in_effect
+from harness.profiles import load_profile
+from harness.trial.owned import OwnedResources
+from harness.trial.vmstage import VmHandle, _acquire, _check_budgets_in_effect
 from host.cgroups import Cgroup, detect, spawn_in_cgroup
 from host.vm.backend import Vm
 from host.vm.errors import VmError
@@ -54,7 +58,7 @@ def _handle(cgroup: Cgroup, **changes: Any) -> VmHandle:
         "cpu_quota_millicores": 1500,
         "pids_limit": 32,
     }
-    return VmHandle(cgroup, **(values | changes))
+    return VmHandle(cgroup, OwnedResources().owner(()), **(values | changes))
 
 
 def test_budgets_in_effect_equal_the_declared_ones(
@@ -102,3 +106,29 @@ def test_process_outside_the_budget_refuses_the_guest(
     with pytest.raises(VmError) as err:
         _check_budgets_in_effect(cast(Vm, FakeVm(None)), _handle(cgroup))
     assert err.value.category == "qemu_start_failed"
+
+
+def _cpu_share(cgroup: Cgroup) -> str:
+    """The cgroup's CPU weight as the kernel reads it (v1 cpu.shares, v2 cpu.weight)."""
+    if cgroup.version == "v1":
+        path: Path = cast(Any, cgroup)._dirs["cpu"] / "cpu.shares"
+    else:
+        path = cast(Any, cgroup)._path / "cpu.weight"
+    return path.read_text().strip()
+
+
+@pytest.mark.parametrize("yield_cpu", [False, True])
+def test_a_verifier_beside_the_agent_takes_the_lowest_cpu_weight(
+    tmp_path: Path, yield_cpu: bool
+) -> None:
+    owned = OwnedResources()
+    owner = owned.owner(("cgroup", "data_disk"))
+    tag = uuid.uuid4().hex[:16]
+    try:
+        handle, _disk = _acquire(
+            load_profile("tiny"), tag, "verifier", tmp_path, owner, yield_cpu=yield_cpu
+        )
+        lowest = "2" if handle.cgroup.version == "v1" else "1"
+        assert (_cpu_share(handle.cgroup) == lowest) == yield_cpu
+    finally:
+        asyncio.run(owned.release_all())

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import load_profile
+from harness.trial.owned import OwnedResources
 from harness.trial.vmstage import VmHandle, vm_record
 from host.cgroups import Cgroup
 from host.hoststate import compare, take_snapshot
@@ -318,7 +319,7 @@ async def test_qemu_over_its_memory_budget_is_killed(
             await asyncio.sleep(0.1)
         assert not vm.alive()
         if isinstance(vm, QemuVm):
-            handle = VmHandle(vm_cgroup, limit, 0, None, None, vm, None)
+            handle = VmHandle(vm_cgroup, OwnedResources().owner(()), limit, 0, None, None, vm)
             record = vm_record(handle, "qemu_exited", load_profile("tiny"), backend="qemu")
             assert record.category == "oom_killed"
             assert record.oom_kills is not None and record.oom_kills >= 1
