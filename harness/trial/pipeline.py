@@ -171,6 +171,12 @@ class Trial:
         for stage in self.table:
             if stage.name not in runs:
                 continue
+            if self.stopping.cancelling is not None:
+                # A stop signal came, yet the stage it cancelled returned: something under
+                # it lost the cancel (Python 3.11's wait_for can drop one that lands as its
+                # inner future completes). The trial stops here all the same, recorded as
+                # cancelled in that stage, instead of running on with its token cancelled.
+                raise asyncio.CancelledError
             try:
                 with self.stage_step(stage.name, stage.deadline_s(state)):
                     await stage.run(state)

@@ -9,6 +9,7 @@ test_a_table_without_a_stage_is_refused fails; with `stages()` running every row
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -68,3 +69,38 @@ def test_a_trial_runs_the_stages_the_audit_requires(
     assert tuple(ran) == trial_stages(dispatched=dispatched, policy=trial.policy)
     assert ("dispatch" in ran) == dispatched
     assert ("model" in ran) == ("worker" in ran) == (not scripted)
+
+
+def test_a_stage_that_loses_the_cancel_still_ends_the_trial(tmp_path: Path) -> None:
+    """Python 3.11's wait_for can drop a cancel that lands as its inner future completes
+    (seen once: a SIGTERM during the VM stage, then the trial ran on to a failed
+    verification, exit 1, no `cancelled`). The next stage must not begin."""
+    ran: list[Stage] = []
+    entered = asyncio.Event()
+
+    def recording(spec: StageSpec) -> StageSpec:
+        async def run(_state: TrialState) -> None:
+            ran.append(spec.name)
+            if spec.name == "vm":
+                entered.set()
+                with contextlib.suppress(asyncio.CancelledError):  # the cancel, lost
+                    await asyncio.sleep(3600)
+
+        return dataclasses.replace(spec, run=run, after=None)
+
+    trial = Trial(_options(tmp_path, scripted=True, dispatched=False), stages=tuple(
+        recording(spec) for spec in STAGES
+    ))  # fmt: skip
+    state = trial.state(tmp_path)
+
+    async def cancelled_in_vm() -> None:
+        stages = asyncio.ensure_future(
+            trial.stopping.run(trial.stages(state), lambda: trial.current)
+        )
+        await entered.wait()
+        trial.cancel("SIGTERM")
+        await asyncio.wait_for(stages, 10)
+
+    asyncio.run(cancelled_in_vm())
+    assert ran[-1] == "vm"
+    assert (trial.stopping.cancelled_in, trial.stopping.cancelling) == ("vm", "SIGTERM")
