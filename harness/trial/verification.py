@@ -95,6 +95,7 @@ class Verification:
             preparation.begin(accelerator, "after_agent")
         try:
             running = await preparation.ready()
+            preparation.take_full_cpu_share()
             await preparation.send(carried)
         except VmStageFailed as failure:
             verifier.category = failure.category

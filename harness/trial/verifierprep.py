@@ -3,7 +3,8 @@
 Why: under TCG the verification guest's start (restore or boot, ~1.3 s), its runtime
 gate (~2 s) and the verifier's imports (~3 s) took most of the verification stage, and
 none of them depends on what the agent did. So, when the host's memory allows both
-guests at once (`spare_for_verifier`), they run beside the agent: the verifier is
+guests at once (`spare_for_verifier`) and it has a core for each harness guest
+(`cores_for_another_guest`), they run beside the agent: the verifier is
 started through the gate as soon as its guest is up and waits, imported and with the
 task hashed, for the carried workspace (guest/verify/__main__.py `--wait-for`). The
 verification stage then waits only for the carry, the transfer and the tests. Where
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +40,12 @@ from harness.trial.memsampler import directory_figures, memory_dir_of_pid
 from harness.trial.owned import OwnedResources
 from harness.trial.vmstage import StartRequest, VmStageFailed, start_verifier_vm
 from host.cancel import in_thread
+from host.cgroups.errors import CgroupError
 from host.image.build import GuestImage
 from host.runtime import GuestRuntime
 from host.ssh.errors import SshError
 from host.vm.categories import Accelerator, AcceleratorReason
+from host.vm.leftovers import find_processes
 from receipts.kernelfacts import meminfo
 from receipts.records.hostreading import GuestCommandFailure
 from receipts.records.vm import VerifierPrepared
@@ -76,6 +80,13 @@ def spare_for_verifier(
         for limit, usage in (agent_qemu, *([worker] if worker is not None else []))
     )
     return available - outstanding - verifier_limit
+
+
+def cores_for_another_guest(running: int, cores: int | None) -> bool:
+    """Whether one more guest keeps the host at no more guests than cores: `running` is
+    every harness QEMU on the host now (other trials' included), `cores` the host's CPU
+    count (None when it does not read: no)."""
+    return cores is not None and running + 1 <= cores
 
 
 def host_available(path: Path = Path("/proc/meminfo")) -> int | None:
@@ -125,12 +136,15 @@ class VerifierPreparation:
         return self._task is not None
 
     def admitted_beside(self) -> bool:
-        """Whether the host can hold the verification guest beside the agent's now
-        (`spare_for_verifier` >= 0), read from the agent guest's and the host worker's
-        memory cgroups and MemAvailable. Never under libvirt: both guests' domains would
+        """Whether the host can hold the verification guest beside the agent's now: no
+        more harness guests than cores with it (`cores_for_another_guest`), and memory
+        (`spare_for_verifier` >= 0, read from the agent guest's and the host worker's
+        memory cgroups and MemAvailable). Never under libvirt: both guests' domains would
         be named by the trial's tag (host/vm/tags.py), and libvirt keeps names unique."""
         if self.context.backend.name == "libvirt":
             return False  # a trial's domain has one name (its tag): one guest at a time
+        if not cores_for_another_guest(len(find_processes(qemu_only=True)), os.cpu_count()):
+            return False  # TCG guests are CPU-bound: no more of them than cores
         memory = self.context.profile.memory
         agent = self.guests.agent.handle
         agent_usage = directory_figures(agent.memory_dir if agent else None)[0]
@@ -188,6 +202,19 @@ class VerifierPreparation:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, VmStageFailed, SshError, Exception):
             await task
+
+    def take_full_cpu_share(self) -> None:
+        """The agent's guest is gone: a verifier that yielded the CPU beside it takes the
+        default share back, so that the hidden tests' wall deadline is never spent
+        waiting behind other work on the host (another trial's guests). Raises
+        VmStageFailed (`cgroup_apply_failed`) when the share does not take."""
+        handle = self.verifier.handle
+        if self.when != "beside_agent" or handle is None:
+            return
+        try:
+            handle.cgroup.set_cpu_weight_default()
+        except (CgroupError, OSError):
+            raise VmStageFailed("cgroup_apply_failed", handle) from None
 
     async def send(self, workspace: Path) -> None:
         """The carried workspace into the waiting guest, then the mark that it is whole.

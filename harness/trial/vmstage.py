@@ -191,7 +191,8 @@ async def start_verifier_vm(
     own cgroup (`verifier-<tag>`, same budgets but a smaller guest) and no worker channel.
     The accelerator is the one the trial already chose: no second probe boot.
     `yield_cpu`: started beside the agent's guest, it takes the lowest CPU weight, so
-    that its start and the verifier's imports use only what the agent's side leaves."""
+    that its start and the verifier's imports use only what the agent's side leaves
+    (verifierprep.py gives the default back before the hidden tests run)."""
     owner = owned.owner(backend.owns)
     handle, disk_dir = _acquire(profile, tag, "verifier", trial_root, owner, yield_cpu=yield_cpu)
     await _boot(

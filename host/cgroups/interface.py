@@ -40,6 +40,11 @@ class Cgroup(Protocol):
         2), read back: a share, not a limit; alone on the host it may use its quota."""
         ...
 
+    def set_cpu_weight_default(self) -> None:
+        """The kernel's default share again (cpu.weight 100, v1 cpu.shares 1024), read
+        back."""
+        ...
+
     def set_pids_limit(self, max_pids: int) -> PidsLimitApplied:
         """Limit the number of tasks; read back."""
         ...

@@ -101,6 +101,9 @@ class V1Cgroup:
     def set_cpu_weight_lowest(self) -> None:
         write_verified(self._dir("cpu") / "cpu.shares", "2", controller="cpu")
 
+    def set_cpu_weight_default(self) -> None:
+        write_verified(self._dir("cpu") / "cpu.shares", "1024", controller="cpu")
+
     def set_pids_limit(self, max_pids: int) -> PidsLimitApplied:
         validate_pids(max_pids)
         write_verified(self._dir("pids") / "pids.max", str(max_pids), controller="pids")

@@ -114,6 +114,9 @@ class V2Cgroup:
     def set_cpu_weight_lowest(self) -> None:
         write_verified(self._need("cpu") / "cpu.weight", "1", controller="cpu")
 
+    def set_cpu_weight_default(self) -> None:
+        write_verified(self._need("cpu") / "cpu.weight", "100", controller="cpu")
+
     def set_pids_limit(self, max_pids: int) -> PidsLimitApplied:
         validate_pids(max_pids)
         write_verified(self._need("pids") / "pids.max", str(max_pids), controller="pids")

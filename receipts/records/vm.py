@@ -141,9 +141,10 @@ class VmRecord(_GuestVm):
 VerifierPrepared = Literal["beside_agent", "after_agent"]
 """When the verification guest was started (harness/trial/verifierprep.py): beside the
 agent's guest, as soon as that was up, because the host's memory held both even if the
-agent's QEMU and the host worker grew to their cgroup limits; or after the agent's
-guest was released (memory did not allow both, or could not be read; or the libvirt
-backend, where a trial's guests share one domain name)."""
+agent's QEMU and the host worker grew to their cgroup limits, and the host had a core
+for every harness guest with it; or after the agent's guest was released (memory or
+cores did not allow both, or could not be read; or the libvirt backend, where a trial's
+guests share one domain name)."""
 
 
 class VerifierVmRecord(_GuestVm):

@@ -18,11 +18,12 @@ from harness.profiles import load_profile
 from harness.trial import verifierprep
 from harness.trial.context import TrialOptions
 from harness.trial.pipeline import Trial, TrialResult
-from harness.trial.stage import TrialState
+from harness.trial.stage import StageAction, TrialState
 from host.vm.qemu import QemuVm
 from receipts.audit import audit_and_read, audit_bytes
 from receipts.canonical import canonical
-from tests.harness.trial.stagetable import before
+from tests.harness.trial.stagetable import around, before
+from tests.harness.trial.test_vmstage import cpu_share
 from tests.receipts import tamper
 
 pytestmark = pytest.mark.integration
@@ -94,8 +95,20 @@ def _each_cleanup_receipt_is_required(receipt: Path) -> None:
 
 
 async def test_scripted_solution_is_accepted_and_audits(tmp_path: Path) -> None:
-    result = await Trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    shares: list[str] = []
+
+    async def verification(state: TrialState, run: StageAction) -> None:
+        verifier = state.guests.verifier.handle
+        assert verifier is not None  # started beside the agent's guest, before this stage
+        shares.append(cpu_share(verifier.cgroup))
+        await run(state)
+        shares.append(cpu_share(verifier.cgroup))
+
+    options = _options(tmp_path, "py-one-line-fix", "solution")
+    result = await Trial(options, stages=around("verification", verification)).run()
     assert result.valid
+    # it yielded the CPU beside the agent, and had its full share back for the tests
+    assert shares in (["2", "1024"], ["1", "100"]), shares
     assert result.verdict == "accepted"
     records = _records(result)
     assert records.trial.policy == "scripted" and records.worker is None
@@ -121,6 +134,29 @@ async def test_a_host_without_room_for_both_guests_verifies_after_the_agent(
     records = _records(result)
     assert records.verifier_vm.prepared == "after_agent"
     _no_leftovers(result)
+
+
+async def test_another_harness_guest_takes_the_verifiers_core(tmp_path: Path) -> None:
+    # a second harness QEMU (another trial's, as far as the host can tell) already runs:
+    # with the agent's guest that is one per core on this 2-core machine, so the
+    # verification guest must wait for the agent's to be released
+    if (os.cpu_count() or 0) != 2:
+        pytest.fail("this test is sized for the project's 2-core machines")
+    other = subprocess.Popen(
+        [
+            *("qemu-system-x86_64", "-name", "guest=harness-vm-feedfacefeedface"),
+            *("-machine", "none", "-S", "-nodefaults", "-nographic", "-display", "none"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        result = await Trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
+    finally:
+        other.kill()
+        other.wait()
+    assert result.valid
+    assert _records(result).verifier_vm.prepared == "after_agent"
 
 
 async def test_scripted_wrong_edit_is_task_incomplete(tmp_path: Path) -> None:

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from harness.trial.verifierprep import spare_for_verifier
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.profiles import load_profile
+from harness.trial.context import TrialOptions
+from harness.trial.owned import OwnedResources
+from harness.trial.pipeline import Trial
+from harness.trial.verifierprep import cores_for_another_guest, spare_for_verifier
+from harness.trial.vmstage import VmHandle
+from host.cgroups import detect
+from receipts.records.vm import VerifierPrepared
+from tests.harness.trial.test_vmstage import cpu_share
+
+SOLUTION = Path(__file__).parents[3] / "profiles/tasks/py-one-line-fix/scripts/solution.json"
 
 GIB = 1 << 30
 
@@ -28,3 +43,37 @@ def test_not_enough_is_negative_and_unread_is_none() -> None:
     spare = spare_for_verifier(5 * GIB, (2 * GIB, 0), (12 * GIB, None), 2 * GIB)
     assert spare is not None and spare < 0
     assert spare_for_verifier(None, (2 * GIB, 0), None, 2 * GIB) is None
+
+
+def test_no_more_guests_than_cores() -> None:
+    # the agent's guest alone on 2 cores: room for its verifier; two trials' guests: none
+    assert cores_for_another_guest(1, 2)
+    assert not cores_for_another_guest(2, 2)
+    assert not cores_for_another_guest(0, None)
+
+
+@pytest.mark.integration  # writes a real cgroup
+@pytest.mark.parametrize("when", ["beside_agent", "after_agent"])
+def test_a_verifier_that_yielded_takes_its_share_back_for_the_tests(
+    tmp_path: Path, when: VerifierPrepared
+) -> None:
+    # the hidden tests' wall deadline must not be spent behind another trial's guests
+    options = TrialOptions(
+        profile=load_profile("tiny"),
+        task="py-one-line-fix",
+        script=SOLUTION,
+        out_dir=tmp_path,
+        accel="tcg",
+    )
+    preparation = Trial(options).state(tmp_path).verifier
+    cgroup = detect().create(f"tverifierprep-{uuid.uuid4().hex[:8]}")
+    try:
+        cgroup.set_cpu_weight_lowest()
+        lowest = cpu_share(cgroup)
+        preparation.when = when
+        preparation.guests.verifier.handle = VmHandle(cgroup, OwnedResources().owner(()))
+        preparation.take_full_cpu_share()
+        default = "1024" if cgroup.version == "v1" else "100"
+        assert cpu_share(cgroup) == (default if when == "beside_agent" else lowest)
+    finally:
+        cgroup.remove()

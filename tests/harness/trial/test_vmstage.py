@@ -108,7 +108,7 @@ def test_process_outside_the_budget_refuses_the_guest(
     assert err.value.category == "qemu_start_failed"
 
 
-def _cpu_share(cgroup: Cgroup) -> str:
+def cpu_share(cgroup: Cgroup) -> str:
     """The cgroup's CPU weight as the kernel reads it (v1 cpu.shares, v2 cpu.weight)."""
     if cgroup.version == "v1":
         path: Path = cast(Any, cgroup)._dirs["cpu"] / "cpu.shares"
@@ -129,6 +129,6 @@ def test_a_verifier_beside_the_agent_takes_the_lowest_cpu_weight(
             load_profile("tiny"), tag, "verifier", tmp_path, owner, yield_cpu=yield_cpu
         )
         lowest = "2" if handle.cgroup.version == "v1" else "1"
-        assert (_cpu_share(handle.cgroup) == lowest) == yield_cpu
+        assert (cpu_share(handle.cgroup) == lowest) == yield_cpu
     finally:
         asyncio.run(owned.release_all())
