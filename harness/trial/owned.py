@@ -29,7 +29,7 @@ class UndeclaredResource(Exception):
 
 class OwnedResources:
     def __init__(self) -> None:
-        self._releases: list[tuple[Resource, Release, Owner | None]] = []
+        self._releases: list[tuple[Resource, Release, Owner]] = []
         self._released: list[CleanupResult] = []
 
     def owner(self, declared: tuple[Resource, ...]) -> Owner:

@@ -33,7 +33,8 @@ class MemorySample(Part):
     host_page_cache_bytes: ByteCount | None
     """The host's page cache (`Cached` in /proc/meminfo)."""
     qemu_usage_bytes: ByteCount | None
-    """QEMU's memory cgroup: the agent's guest, then the verification guest once it runs."""
+    """QEMU's memory cgroup: the agent's guest until it is released, then the verification
+    guest (which may have started beside it: its own peak is in `verifier_vm.json`)."""
     qemu_working_set_bytes: ByteCount | None
     worker_usage_bytes: ByteCount | None
     """The host worker's cgroup (placement host); None with the worker in the guest."""
