@@ -37,6 +37,14 @@ def meminfo_fields(text: str) -> tuple[int | None, int | None]:
     return found.get("MemAvailable"), found.get("Cached")
 
 
+def host_memory(path: Path = Path("/proc/meminfo")) -> tuple[int | None, int | None]:
+    """(MemAvailable, Cached) of the host now; None for what does not read."""
+    try:
+        return meminfo_fields(path.read_text(encoding="ascii"))
+    except (OSError, UnicodeDecodeError):
+        return None, None
+
+
 def directory_figures(directory: Path | None) -> tuple[int | None, int | None]:
     """(usage, working set) of the memory cgroup at `directory`, v1 or v2; None where
     there is no such cgroup (yet, or any more) or a figure does not read."""
@@ -86,10 +94,7 @@ class MemorySampler:
         self._started = time.monotonic()
 
     def sample(self) -> None:
-        try:
-            available, cached = meminfo_fields(self._meminfo.read_text(encoding="ascii"))
-        except (OSError, UnicodeDecodeError):
-            available, cached = None, None
+        available, cached = host_memory(self._meminfo)
         qemu_usage, qemu_working = directory_figures(self._qemu())
         worker_usage, worker_working = directory_figures(self._worker())
         sample = MemorySample(

@@ -97,6 +97,9 @@ class Verification:
             running = await preparation.ready()
             preparation.take_full_cpu_share()
             await preparation.send(carried)
+            await judge(
+                self.context, self.runtime, verifier, carried_sha256, self.evidence, running=running
+            )
         except VmStageFailed as failure:
             verifier.category = failure.category
             self._unread("verifier_vm_failed")
@@ -104,14 +107,6 @@ class Verification:
         except NotDelivered:
             self._unread("workspace_not_carried")
             raise StageFailed from None
-        except (SshError, VmError):
-            verifier.category = "qemu_exited" if await verifier.gone() else "ssh_dropped"
-            self._unread("verifier_vm_failed")
-            raise StageFailed from None
-        try:
-            await judge(
-                self.context, self.runtime, verifier, carried_sha256, self.evidence, running=running
-            )
         except (SshError, VmError):
             verifier.category = "qemu_exited" if await verifier.gone() else "ssh_dropped"
             self._unread("verifier_vm_failed")

@@ -23,11 +23,11 @@ workspace before the host marks it complete.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from guest.task import copy_task_private, load_task
 from harness.trial.carry import pack_workspace
@@ -36,17 +36,15 @@ from harness.trial.diskfiles import link_or_copy
 from harness.trial.guestcmd import READ_ONLY
 from harness.trial.guestrun import GATE_DEADLINE_S, WORK
 from harness.trial.guests import Guest, Guests
-from harness.trial.memsampler import directory_figures, memory_dir_of_pid
+from harness.trial.memsampler import directory_figures, host_memory, memory_dir_of_pid
 from harness.trial.owned import OwnedResources
 from harness.trial.vmstage import StartRequest, VmStageFailed, start_verifier_vm
 from host.cancel import in_thread
 from host.cgroups.errors import CgroupError
 from host.image.build import GuestImage
 from host.runtime import GuestRuntime
-from host.ssh.errors import SshError
 from host.vm.categories import Accelerator, AcceleratorReason
 from host.vm.leftovers import find_processes
-from receipts.kernelfacts import meminfo
 from receipts.records.hostreading import GuestCommandFailure
 from receipts.records.vm import VerifierPrepared
 
@@ -89,11 +87,9 @@ def cores_for_another_guest(running: int, cores: int | None) -> bool:
     return cores is not None and running + 1 <= cores
 
 
-def host_available(path: Path = Path("/proc/meminfo")) -> int | None:
-    try:
-        return meminfo(path.read_text(encoding="ascii")).get("MemAvailable")
-    except (OSError, UnicodeDecodeError):
-        return None
+def host_available() -> int | None:
+    """The host's MemAvailable now (memsampler.host_memory); None when it does not read."""
+    return host_memory()[0]
 
 
 class NotDelivered(Exception):
@@ -188,20 +184,18 @@ class VerifierPreparation:
 
     async def abandon(self) -> None:
         """Stop waiting on what was begun (the trial ends without verifying, or after):
-        the verifier's command and the preparation are cancelled and awaited; the guest
-        itself is released with the trial's other resources."""
+        the preparation and the verifier's command are cancelled and awaited. What they
+        ended with is read by no one any more: the verification stage took what it
+        needed, or was void. The guest itself is released with the trial's resources."""
         task, self._task = self._task, None
         if task is None:
             return
+        pending: list[asyncio.Future[Any]] = [task]
         if task.done() and not task.cancelled() and task.exception() is None:
-            running = task.result().running
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SshError, Exception):
-                await running
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, VmStageFailed, SshError, Exception):
-            await task
+            pending.append(task.result().running)
+        for each in pending:
+            each.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def take_full_cpu_share(self) -> None:
         """The agent's guest is gone: a verifier that yielded the CPU beside it takes the

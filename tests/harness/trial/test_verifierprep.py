@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -11,9 +12,10 @@ from harness.profiles import load_profile
 from harness.trial.context import TrialOptions
 from harness.trial.owned import OwnedResources
 from harness.trial.pipeline import Trial
-from harness.trial.verifierprep import cores_for_another_guest, spare_for_verifier
+from harness.trial.verifierprep import _Started, cores_for_another_guest, spare_for_verifier
 from harness.trial.vmstage import VmHandle
 from host.cgroups import detect
+from receipts.records.hostreading import GuestCommandFailure
 from receipts.records.vm import VerifierPrepared
 from tests.harness.trial.test_vmstage import cpu_share
 
@@ -77,3 +79,29 @@ def test_a_verifier_that_yielded_takes_its_share_back_for_the_tests(
         assert cpu_share(cgroup) == (default if when == "beside_agent" else lowest)
     finally:
         cgroup.remove()
+
+
+def test_a_verifier_still_waiting_at_teardown_is_cancelled(tmp_path: Path) -> None:
+    options = TrialOptions(
+        profile=load_profile("tiny"),
+        task="py-one-line-fix",
+        script=SOLUTION,
+        out_dir=tmp_path,
+        accel="tcg",
+    )
+    preparation = Trial(options).state(tmp_path).verifier
+
+    async def waiting_verifier() -> None:
+        await asyncio.sleep(3600)  # the gated verifier, waiting for the workspace
+
+    async def prepared() -> _Started:
+        return _Started(asyncio.ensure_future(waiting_verifier()))
+
+    async def teardown() -> asyncio.Task[GuestCommandFailure | None]:
+        preparation._task = asyncio.ensure_future(prepared())
+        running = await preparation.ready()
+        await asyncio.wait_for(preparation.abandon(), 5)
+        return running
+
+    running = asyncio.run(teardown())
+    assert running.cancelled() and not preparation.begun()
