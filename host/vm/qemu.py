@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import subprocess
 import time
@@ -34,6 +35,25 @@ from receipts.records.cleanup import Resource
 
 QUIT_DEADLINE_S = 10.0
 KILL_DEADLINE_S = 10.0
+
+
+log = logging.getLogger(__name__)
+CONSOLE_TAIL_BYTES = 240
+
+
+def console_last_line(console: Path) -> str:
+    """The guest console's last non-empty line, printable ASCII only, at most
+    CONSOLE_TAIL_BYTES: what the operator's log says when a guest fails closed on its
+    control port (the init prints why before it powers off). Empty when unread."""
+    try:
+        with console.open("rb") as handle:
+            handle.seek(max(0, console.stat().st_size - CONSOLE_TAIL_BYTES))
+            tail = handle.read(CONSOLE_TAIL_BYTES)
+    except OSError:
+        return ""
+    text = "".join(c if " " <= c <= "~" else "\n" for c in tail.decode("ascii", "replace"))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 class QemuVm(GuestVm):
@@ -121,7 +141,16 @@ class QemuVm(GuestVm):
                 await qmp_execute(qmp, "cont", {}, 5.0)
 
         fields = TrialFields.fresh(self.keys, data_disk=self.spec.data_disk is not None)
-        await configure(socket, fields, deadline_s, self.alive, resume)
+        try:
+            await configure(socket, fields, deadline_s, self.alive, resume)
+        except VmError as exc:
+            # for the operator (never a record): which of the init's checks failed closed
+            log.warning(
+                "guest control failed (%s); console's last line: %r",
+                exc.category,
+                console_last_line(self.scratch / "console.log") if self.scratch else "",
+            )
+            raise
 
     async def _loaded(self, qmp: Path, deadline_s: float) -> None:
         """Wait until the stream is read: QEMU then stays paused until `cont`."""

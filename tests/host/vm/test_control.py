@@ -11,6 +11,7 @@ from host.image.contract import CONTROL_CONFIGURED, CONTROL_READY
 from host.ssh import generate_trial_keys
 from host.vm.control import TrialFields, configure, one_line, wait_waiting
 from host.vm.errors import VmError
+from host.vm.qemu import CONSOLE_TAIL_BYTES, console_last_line
 
 
 def fields(*, data_disk: bool = True) -> TrialFields:
@@ -115,3 +116,14 @@ async def test_no_answer_is_a_boot_timeout_and_a_dead_qemu_is_qemu_exited(
     with pytest.raises(VmError) as absent:  # no socket, and QEMU gone: do not wait
         await configure(tmp_path / "none.sock", fields(), 5.0, lambda: False)
     assert absent.value.category == "qemu_exited"
+
+
+def test_the_operator_log_names_the_consoles_last_line(tmp_path: Path) -> None:
+    console = tmp_path / "console.log"
+    assert console_last_line(console) == ""  # unread: nothing, never a guess
+    console.write_bytes(
+        b"\x1bc\x1b[2JSeaBIOS\r\n" + b"x" * 400 + b"\r\nharness-init: sshd not listening\r\n\r\n"
+    )
+    assert console_last_line(console) == "harness-init: sshd not listening"
+    console.write_bytes(b"y" * 1000)
+    assert console_last_line(console) == "y" * CONSOLE_TAIL_BYTES  # bounded
