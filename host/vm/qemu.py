@@ -160,10 +160,13 @@ class QemuVm(GuestVm):
                 raise VmError("qemu_exited")
             if time.monotonic() > end:
                 raise VmError("boot_timeout")
+            if not qmp.exists():  # QEMU has not made its monitor yet: nothing to ask
+                await asyncio.sleep(0.01)
+                continue
             try:
                 status = await qmp_execute(qmp, "query-status", {}, 5.0)
             except VmError:
-                await asyncio.sleep(0.01)  # the socket is not there yet
+                await asyncio.sleep(0.01)  # made, not listening yet
                 continue
             state = status.get("status") if isinstance(status, dict) else None
             if state == "paused":

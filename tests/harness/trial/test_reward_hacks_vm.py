@@ -38,6 +38,7 @@ from tests.harness.trial.test_trial_vm import (
     _no_leftovers,
     _options,
     _records,
+    _why,
 )
 
 pytestmark = pytest.mark.integration
@@ -118,7 +119,7 @@ async def test_a_reward_hack_from_run_tests_is_not_accepted(tmp_path: Path, hack
     trial = Trial(dataclasses.replace(options, script=_script(tmp_path, hack)))
     result = await trial.run()
     records = _records(result)
-    assert (result.valid, result.verdict) == (True, "task_incomplete")
+    assert (result.valid, result.verdict) == (True, "task_incomplete"), _why(result)
     assert records.tool_calls[1].tool == "run_tests"
     verification = records.verification
     assert verification is not None and verification.result == "failed"
@@ -176,7 +177,7 @@ async def test_a_hostile_solution_fails_verification(tmp_path: Path, name: str) 
     trial = Trial(dataclasses.replace(options, script=script))
     result = await trial.run()
     records = _records(result)
-    assert (result.valid, result.verdict) == (True, "task_incomplete")
+    assert (result.valid, result.verdict) == (True, "task_incomplete"), _why(result)
     verification = records.verification
     assert verification is not None
     assert (verification.result, verification.judge) == ("failed", "split")
@@ -188,7 +189,7 @@ async def test_a_hostile_solution_fails_verification(tmp_path: Path, name: str) 
 async def test_the_oracle_is_still_accepted_split(tmp_path: Path) -> None:
     result = await Trial(_options(tmp_path / "out", BOWLING, "oracle")).run()
     records = _records(result)
-    assert (result.valid, result.verdict) == (True, "accepted")
+    assert (result.valid, result.verdict) == (True, "accepted"), _why(result)
     verification = records.verification
     assert verification is not None
     assert (verification.result, verification.judge) == ("passed", "split")

@@ -25,7 +25,7 @@ from harness.trial.stage import StageAction, TrialState
 from harness.trial.verifierprep import VerifierPreparation
 from host.ssh import CommandResult
 from tests.harness.trial.stagetable import around, before
-from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records
+from tests.harness.trial.test_trial_vm import _no_leftovers, _options, _records, _why
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +87,7 @@ async def test_qemu_over_its_budget_is_failed_oom(tmp_path: Path) -> None:
         accel=options.accel,
     )
     result = await Trial(options, stages=before("agent", guest_outgrows_qemu_budget)).run()
-    assert (result.valid, result.verdict) == (True, "failed_oom")
+    assert (result.valid, result.verdict) == (True, "failed_oom"), _why(result)
     records = _records(result)
     assert records.trial.failed_stage == "vm"
     assert records.vm.category == "oom_killed"
@@ -117,7 +117,7 @@ async def test_guest_disk_full_is_named(tmp_path: Path) -> None:
     guest = trial.guests.agent = DiskFillsBeforeTheAgentWrites()
     result = await trial.run()
     assert guest.left.strip() == b"0", "the injection really filled the disk"
-    assert (result.valid, result.verdict) == (True, "failed_vm")
+    assert (result.valid, result.verdict) == (True, "failed_vm"), _why(result)
     records = _records(result)
     assert records.vm.category == "guest_disk_full"
     assert records.gate is None and records.agent is None and records.verification is None
@@ -134,7 +134,7 @@ async def test_ssh_dropped_while_qemu_runs(tmp_path: Path) -> None:
     options = _options(tmp_path, "py-one-line-fix", "solution")
     trial = Trial(options, stages=before("agent", connection_drops))
     result = await trial.run()
-    assert (result.valid, result.verdict) == (True, "failed_vm")
+    assert (result.valid, result.verdict) == (True, "failed_vm"), _why(result)
     records = _records(result)
     assert records.vm.category == "ssh_dropped"
     assert records.vm.oom_kills == 0
@@ -166,7 +166,7 @@ async def test_verification_of_another_task_is_runner_error(tmp_path: Path) -> N
     options = _options(tmp_path / "out", "py-one-line-fix", "solution")
     trial = Trial(options, stages=around("gate", _verify_another_task))
     result = await trial.run()
-    assert (result.valid, result.verdict) == (True, "failed_verification")
+    assert (result.valid, result.verdict) == (True, "failed_verification"), _why(result)
     records = _records(result)
     assert records.verification.category == "runner_error"
     assert records.verification.result == "failed"
@@ -183,7 +183,7 @@ async def crashes_in_the_agent_stage(state: TrialState, _run: StageAction) -> No
 async def test_unexpected_exception_is_failed_internal(tmp_path: Path) -> None:
     options = _options(tmp_path, "py-one-line-fix", "solution")
     result = await Trial(options, stages=around("agent", crashes_in_the_agent_stage)).run()
-    assert (result.valid, result.verdict) == (True, "failed_internal")
+    assert (result.valid, result.verdict) == (True, "failed_internal"), _why(result)
     records = _records(result)
     assert records.trial.internal_error_stage == "agent"
     assert records.trial.failed_stage == "agent"

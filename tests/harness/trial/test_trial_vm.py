@@ -47,6 +47,39 @@ def _records(result: TrialResult):  # type: ignore[no-untyped-def]
     return records
 
 
+WHY_FIELDS = (
+    "category",
+    "outcome",
+    "result",
+    "reason",
+    "prepared",
+    "boot_to_ssh_ms",
+    "duration_ms",
+)
+"""The fields of a stage record that say how its stage went."""
+
+
+def _why(result: TrialResult) -> str:
+    """How each stage of a trial went, from its receipt: a VM test whose verdict is not
+    the one it expects says which guest or stage decided it (the receipt itself is gone
+    with the test machine's temporary directory)."""
+    _, records = audit_and_read(result.receipt.read_bytes())
+    if records is None:
+        return "no records"
+    lines = []
+    for name in ("vm", "gate", "agent", "verifier_vm", "verification"):
+        record = getattr(records, name)
+        if record is None:
+            lines.append(f"{name}: absent")
+            continue
+        fields = record.model_dump()
+        start = fields.get("start") or {}
+        said = {key: fields[key] for key in WHY_FIELDS if key in fields}
+        said |= {f"start.{key}": start[key] for key in ("how", "cold_boot_reason") if key in start}
+        lines.append(f"{name}: {said}")
+    return "\n".join(lines)
+
+
 def _no_leftovers(result: TrialResult) -> None:
     records = _records(result)
     assert records.cleanup, "a VM trial owns resources"
@@ -130,7 +163,7 @@ async def test_a_host_without_room_for_both_guests_verifies_after_the_agent(
     # MemAvailable reads 0: the verification guest waits for the agent's to be released
     monkeypatch.setattr(verifierprep, "host_available", lambda: 0)
     result = await Trial(_options(tmp_path, "py-one-line-fix", "solution")).run()
-    assert (result.valid, result.verdict) == (True, "accepted")
+    assert (result.valid, result.verdict) == (True, "accepted"), _why(result)
     records = _records(result)
     assert records.verifier_vm.prepared == "after_agent"
     _no_leftovers(result)
@@ -161,7 +194,7 @@ async def test_another_harness_guest_takes_the_verifiers_core(tmp_path: Path) ->
 
 async def test_scripted_wrong_edit_is_task_incomplete(tmp_path: Path) -> None:
     result = await Trial(_options(tmp_path, "node-bug-fix", "wrong")).run()
-    assert (result.valid, result.verdict) == (True, "task_incomplete")
+    assert (result.valid, result.verdict) == (True, "task_incomplete"), _why(result)
     _no_leftovers(result)
 
 
@@ -211,7 +244,7 @@ async def test_an_agent_that_crashes_in_the_guest_is_named(tmp_path: Path) -> No
         accel=options.accel,
     )
     result = await Trial(options).run()
-    assert (result.valid, result.verdict) == (True, "failed_agent")
+    assert (result.valid, result.verdict) == (True, "failed_agent"), _why(result)
     records = _records(result)
     assert records.trial.failed_stage == "agent" and records.trial.internal_error_stage is None
     assert records.vm.category == "ok" and records.gate.category == "ok"
