@@ -34,7 +34,7 @@ schemas: setup
 	$(VENV)/harness schema --out docs/schemas --reference docs/receipt-reference.md
 
 # Exits 0 whenever the trial wrote a valid receipt, whatever the verdict (.ci/trial).
-PROFILE ?= smollm2
+PROFILE ?= qwen-coder
 trial: setup
 	@bash .ci/trial --profile $(PROFILE)
 
