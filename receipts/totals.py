@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
-    from receipts.records.agent import AgentTurnRecord, ToolCallRecord
-    from receipts.records.legacy import ToolCallRecordV1, WorkerRequestRecordV1
+    from receipts.records.agent import AgentTurnRecord
+    from receipts.records.legacy import AnyToolCallRecord, WorkerRequestRecordV1
     from receipts.records.worker import WorkerRequestRecord
 
 
@@ -47,7 +47,7 @@ def worker_totals(
 
 
 def agent_totals(
-    turns: Sequence[AgentTurnRecord], tool_calls: Sequence[ToolCallRecord | ToolCallRecordV1]
+    turns: Sequence[AgentTurnRecord], tool_calls: Sequence[AnyToolCallRecord]
 ) -> AgentTotals:
     """The agent record's counts: what its turn and tool-call records show happened."""
     return AgentTotals(

@@ -5,7 +5,8 @@ because an edit applied at a guessed location corrupts the workspace silently.
 OpenCode falls back to fuzzy replacers; we do not (yet), and record the match
 kind as the closed category `exact` so a later fuzzy mode is visible in results.
 An empty `oldString` is refused rather than meaning "overwrite the file" as it
-does in OpenCode: the write tool does that, explicitly.
+does in OpenCode: the write tool does that, explicitly. As in OpenCode, a file this
+session has not read (or written) is refused (`file_not_read`, guest/tools/seen.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from guest.tools.base import ARGS_CONFIG, Tool
 from guest.tools.jail import Jail, JailError, RelPath
 from guest.tools.read import looks_binary
 from guest.tools.result import EditDetails, ToolOutput, refusal
+from guest.tools.seen import SeenFiles
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_STRING_CHARS = 1024 * 1024
@@ -63,12 +65,14 @@ class EditTool(Tool[EditArgs]):
         "Performs an exact string replacement in a file in the workspace. filePath is "
         "relative to the workspace root. oldString must match the file's text exactly "
         "(including indentation) and must be unique unless replaceAll is true. "
-        "oldString and newString must differ."
+        "oldString and newString must differ. Read the file first: an edit of a file "
+        "not read in this session is refused."
     )
     args_model = EditArgs
 
-    def __init__(self, jail: Jail) -> None:
+    def __init__(self, jail: Jail, seen: SeenFiles) -> None:
         self._jail = jail
+        self._seen = seen
 
     def target(self, args: EditArgs) -> str:
         return args.filePath
@@ -90,6 +94,8 @@ class EditTool(Tool[EditArgs]):
                 content = raw.decode("utf-8")
             except UnicodeDecodeError:
                 return refusal("binary_file")
+            if not self._seen.has_seen(path):  # an editable file, not read: guest/tools/seen.py
+                return refusal("file_not_read")
             count = content.count(args.oldString)
             if count == 0:
                 return refusal("old_string_not_found")

@@ -23,6 +23,7 @@ from guest.tools.base import ARGS_CONFIG, Tool
 from guest.tools.bounded import BoundedText, utf8_len
 from guest.tools.jail import Jail, JailError, RelPath
 from guest.tools.result import ToolOutput, refusal
+from guest.tools.seen import SeenFiles
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -70,8 +71,11 @@ class ReadTool(Tool[ReadArgs]):
     )
     args_model = ReadArgs
 
-    def __init__(self, jail: Jail, *, deadline_s: float = DEFAULT_DEADLINE_S) -> None:
+    def __init__(
+        self, jail: Jail, seen: SeenFiles, *, deadline_s: float = DEFAULT_DEADLINE_S
+    ) -> None:
         self._jail = jail
+        self._seen = seen
         self._deadline_s = deadline_s
 
     def target(self, args: ReadArgs) -> str:
@@ -86,11 +90,13 @@ class ReadTool(Tool[ReadArgs]):
             with self._jail.regular_file(path) as (fd, _st):
                 if looks_binary(os.pread(fd, SNIFF_BYTES, 0)):
                     return refusal("binary_file")
-                return _render(fd, offset, limit, deadline)
+                output = _render(fd, offset, limit, deadline)
         except JailError as exc:
             return refusal(exc.category)
         except _DeadlinePassed:
             return refusal("deadline_exceeded")
+        self._seen.saw(path)
+        return output
 
 
 class _DeadlinePassed(Exception):

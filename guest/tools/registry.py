@@ -34,6 +34,7 @@ from guest.tools.read import ReadTool
 from guest.tools.result import ToolOutput, ToolResult, refusal
 from guest.tools.run_tests import RunTestsTool
 from guest.tools.sandbox import Sandbox
+from guest.tools.seen import SeenFiles
 from guest.tools.spec import openai_tool
 from guest.tools.write import WriteTool
 
@@ -69,10 +70,11 @@ class ToolSet:
     ) -> None:
         self._jail = Jail(workspace_root)
         self._policy = PermissionPolicy(rules, approvals)
+        seen = SeenFiles()
         tools: list[Tool[Any]] = [
-            ReadTool(self._jail),
-            EditTool(self._jail),
-            WriteTool(self._jail),
+            ReadTool(self._jail, seen),
+            EditTool(self._jail, seen),
+            WriteTool(self._jail, seen),
             ListTool(self._jail),
             GlobTool(self._jail),
             GrepTool(self._jail, deadline_s=grep_deadline_s),

@@ -124,6 +124,7 @@ MESSAGES: dict[str, str] = {
     "old_string_not_found": (
         "Error: oldString not found in the file. Read the file to see its exact text."
     ),
+    "file_not_read": "Refused: read the file before editing it; oldString must be its exact text.",
     "multiple_matches": (
         "Error: oldString matches more than once. Add surrounding lines to make it "
         "unique, or set replaceAll."

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from guest.tools.base import ARGS_CONFIG, Tool
 from guest.tools.jail import Jail, JailError, RelPath
 from guest.tools.result import ToolOutput, WriteDetails, refusal
+from guest.tools.seen import SeenFiles
 
 MAX_CONTENT_BYTES = 1024 * 1024
 
@@ -36,8 +37,9 @@ class WriteTool(Tool[WriteArgs]):
     )
     args_model = WriteArgs
 
-    def __init__(self, jail: Jail) -> None:
+    def __init__(self, jail: Jail, seen: SeenFiles) -> None:
         self._jail = jail
+        self._seen = seen
 
     def target(self, args: WriteArgs) -> str:
         return args.filePath
@@ -54,6 +56,7 @@ class WriteTool(Tool[WriteArgs]):
             created = self._jail.write_file(path, data, create_parents=True)
         except JailError as exc:
             return refusal(exc.category)
+        self._seen.saw(path)
         verb = "Created" if created else "Wrote"
         return ToolOutput(
             outcome="ok",

@@ -85,13 +85,15 @@ ToolRefusal = Literal[
     "old_string_equals_new_string",
     "old_string_not_found",
     "multiple_matches",
+    "file_not_read",
     "invalid_pattern",
     "pattern_too_long",
     "spawn_failed",
     "net_isolation_unavailable",
     "deadline_exceeded",
 ]
-"""Refusals and failures specific to one tool's semantics."""
+"""Refusals and failures specific to one tool's semantics. `file_not_read` (tool_call/3): an
+edit of a file this session has not read, refused as OpenCode's edit tool refuses it."""
 
 DispatchRefusal = Literal[
     "unknown_tool",
@@ -186,8 +188,8 @@ class AgentTurnRecord(Record):
 
 
 class ToolCallRecord(Record):
-    schema_: Literal["harness.receipt.tool_call/2"] = Field(
-        "harness.receipt.tool_call/2", alias="schema"
+    schema_: Literal["harness.receipt.tool_call/3"] = Field(
+        "harness.receipt.tool_call/3", alias="schema"
     )
     index: Index
     turn: Index

@@ -25,14 +25,16 @@ from pydantic import Field, model_validator
 from receipts.records.agent import (
     AgentCategoryV1,
     AgentRecord,
+    CgroupEnd,
+    DispatchRefusal,
     EditMatch,
+    JailRefusal,
     NetIsolation,
     PermissionSource,
     PermissionVerdict,
     RunExit,
     ToolCallRecord,
     ToolName,
-    ToolOutcome,
 )
 from receipts.records.base import Part, Record
 from receipts.records.dispatch import DispatchCategoryV1, DispatchRecord
@@ -179,6 +181,54 @@ class AgentRecordV1(Record):
     duration_ms: Millis
 
 
+ToolRefusalV2 = Literal[
+    "binary_file",
+    "file_too_large",
+    "content_too_large",
+    "empty_old_string",
+    "old_string_equals_new_string",
+    "old_string_not_found",
+    "multiple_matches",
+    "invalid_pattern",
+    "pattern_too_long",
+    "spawn_failed",
+    "net_isolation_unavailable",
+    "deadline_exceeded",
+]
+"""A tool's own refusals up to tool_call/2 (an edit did not need a read first)."""
+
+ToolOutcomeV2 = Literal["ok", JailRefusal, ToolRefusalV2, DispatchRefusal]
+
+
+class ToolCallRecordV2(Record):
+    """The tool call record before an edit needed a read of its file; read by the audit only."""
+
+    schema_: Literal["harness.receipt.tool_call/2"] = Field(
+        "harness.receipt.tool_call/2", alias="schema"
+    )
+    index: Index
+    turn: Index
+    tool: ToolName
+    decision: PermissionVerdict
+    decided_by: PermissionSource
+    rule_index: Index | None
+    outcome: ToolOutcomeV2
+    edit_match: EditMatch | None
+    run_exit: RunExit | None
+    net_isolation: NetIsolation | None
+    cgroup_end: CgroupEnd | None
+    output_bytes: ByteCount
+    truncated: bool
+    duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _cgroup_end_for_runs(self) -> ToolCallRecordV2:
+        ran = self.tool == "run_tests" and self.run_exit is not None
+        if (self.cgroup_end is not None) != ran:
+            raise ValueError("cgroup_end is present exactly for a run_tests that ran")
+        return self
+
+
 class ToolCallRecordV1(Record):
     """The tool call record before confinement was recorded; read by the audit only."""
 
@@ -191,7 +241,7 @@ class ToolCallRecordV1(Record):
     decision: PermissionVerdict
     decided_by: PermissionSource
     rule_index: Index | None
-    outcome: ToolOutcome
+    outcome: ToolOutcomeV2
     edit_match: EditMatch | None
     run_exit: RunExit | None
     net_isolation: NetIsolation | None
@@ -201,7 +251,7 @@ class ToolCallRecordV1(Record):
 
 
 AnyAgentRecord = AgentRecord | AgentRecordV1
-AnyToolCallRecord = ToolCallRecord | ToolCallRecordV1
+AnyToolCallRecord = ToolCallRecord | ToolCallRecordV2 | ToolCallRecordV1
 
 
 # ---- worker --------------------------------------------------------------------------
@@ -551,6 +601,6 @@ LEGACY: Final[dict[str, tuple[type[Record], ...]]] = {
     "hoststate": (HostStateRecordV2, HostStateRecordV1),
     "memory": (MemoryRecordV1,),
     "worker_requests": (WorkerRequestRecordV1,),
-    "tool_calls": (ToolCallRecordV1,),
+    "tool_calls": (ToolCallRecordV2, ToolCallRecordV1),
 }
 """The older versions of each trial record kind the audit reads, newest first."""

@@ -34,7 +34,7 @@ from tests.receipts.builders import accepted_model_trial, replace
 # process must produce exactly these bytes; if a deliberate format change moves it,
 # update it in the same commit and say why (last: verifier_vm/3, whose `prepared` the
 # golden receipt's verification guest carries: `beside_agent`).
-GOLDEN_ZIP_SHA256 = "5a9bfa34f0241c1268e1b6f872e90f1f99ff7077e353412518d420fb3453997c"
+GOLDEN_ZIP_SHA256 = "a464baab275f1790545c42d335b5e7c19ce9c6a114d0e263c17cedd09c272548"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

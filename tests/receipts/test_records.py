@@ -92,6 +92,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.hoststate/1",
         "harness.receipt.memory/1",
         "harness.receipt.worker_request/1",
+        "harness.receipt.tool_call/2",
         "harness.receipt.tool_call/1",
     ]
     for kind, model in legacy:
@@ -400,3 +401,19 @@ def test_a_record_set_cannot_be_changed_after_it_is_made() -> None:
     records = accepted_model_trial()
     with pytest.raises(dataclasses.FrozenInstanceError):
         records.vm = None  # type: ignore[misc]
+
+
+def test_file_not_read_is_a_tool_call_3_outcome_only() -> None:
+    """An older tool call version cannot carry the refusal its harness never made."""
+    from receipts.records.legacy import ToolCallRecordV1, ToolCallRecordV2
+
+    current = accepted_model_trial().tool_calls[0].model_dump(by_alias=True)
+    refused = {**current, "outcome": "file_not_read", "edit_match": None}
+    assert ToolCallRecord.model_validate(refused).outcome == "file_not_read"
+    older = {**refused, "schema": "harness.receipt.tool_call/2"}
+    with pytest.raises(pydantic.ValidationError):
+        ToolCallRecordV2.model_validate(older)
+    assert ToolCallRecordV2.model_validate({**older, "outcome": "ok"}).outcome == "ok"
+    oldest = {k: v for k, v in older.items() if k != "cgroup_end"}
+    with pytest.raises(pydantic.ValidationError):
+        ToolCallRecordV1.model_validate({**oldest, "schema": "harness.receipt.tool_call/1"})

@@ -12,6 +12,7 @@ import pytest
 from guest.tools import read
 from guest.tools.jail import Jail, parse_relative
 from guest.tools.registry import ToolSet
+from guest.tools.seen import SeenFiles
 from tests.guest.tools.support import call
 
 
@@ -89,7 +90,7 @@ def test_absolute_path_refused_through_the_tool(toolset: ToolSet, outside: Path)
 
 
 def _read(jail: Jail, name: str, deadline_s: float = read.DEFAULT_DEADLINE_S, **args: int) -> Any:
-    tool = read.ReadTool(jail, deadline_s=deadline_s)
+    tool = read.ReadTool(jail, SeenFiles(), deadline_s=deadline_s)
     return tool.run(read.ReadArgs(filePath=name, **args), parse_relative(name))
 
 
