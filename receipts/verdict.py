@@ -22,7 +22,7 @@ from typing import cast
 from receipts.cleanupset import missing_cleanup
 from receipts.records.agent import AGENT_FAILURES, AgentRecord
 from receipts.records.base import Record
-from receipts.records.legacy import AgentRecordV1, AnyTrialRecord, cancelled_stage
+from receipts.records.legacy import AgentRecordV1, AgentRecordV2, AnyTrialRecord, cancelled_stage
 from receipts.records.trial import (
     STAGE_ORDER,
     Policy,
@@ -57,7 +57,7 @@ def stage_succeeded(record: Record) -> bool:
     """Whether a stage record reports success. An agent that stopped on one of its own
     budgets succeeded as a stage: whether the task was done is for verification."""
     category = getattr(record, "category", None)
-    if isinstance(record, AgentRecord | AgentRecordV1):
+    if isinstance(record, AgentRecord | AgentRecordV2 | AgentRecordV1):
         return category not in AGENT_FAILURES
     return category == "ok"
 

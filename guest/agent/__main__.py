@@ -2,7 +2,7 @@
 
     python3 -m guest.agent --task-dir D --workspace W --records OUT.json
         (--script FILE | --endpoint URL [--uds PATH] --model NAME --max-tokens N
-         --request-timeout-s S) --limits JSON --approvals POLICY
+         --request-timeout-s S) --limits JSON --approvals POLICY --agent-version V
 
 Run through the runtime gate (guest/gate/bootstrap.py), never directly, as root: it
 prepares the sandbox (guest/tools/sandbox.py: the workspace becomes the agent uid's,
@@ -26,6 +26,7 @@ from guest.agent.policy import ModelPolicy, Policy, ScriptedPolicy
 from guest.task import load_task
 from guest.tools.registry import ToolSet
 from guest.tools.sandbox import AGENT_CGROUP, CgroupLimits, Sandbox, finish, prepare
+from receipts.agentclis import AgentIdentity
 from receipts.canonical import canonical
 
 
@@ -36,6 +37,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--records", type=Path, required=True)
     parser.add_argument("--limits", required=True, help="JSON object of AgentLimits fields")
     parser.add_argument("--approvals", default="approve_all")
+    parser.add_argument(
+        "--agent-version", required=True, help="the harness's version: this loop's own"
+    )
     parser.add_argument("--script", type=Path)
     parser.add_argument("--endpoint")
     parser.add_argument("--uds")
@@ -89,7 +93,10 @@ async def main_async(args: argparse.Namespace, sandbox: Sandbox) -> AgentRun:
         with ToolSet(
             args.workspace, list(task.tests.command), [], args.approvals, sandbox=sandbox
         ) as tools:
-            return await run_agent(task, tools, policy, limits, lambda: finish(sandbox))
+            identity = AgentIdentity.harness_loop(args.agent_version)
+            return await run_agent(
+                task, tools, policy, limits, lambda: finish(sandbox), identity=identity
+            )
     finally:
         if model is not None:
             await model.aclose()

@@ -22,6 +22,7 @@ from guest.agent.prompts import INVALID_CALL_MESSAGE, OMITTED_CALL, SYSTEM_PROMP
 from guest.task import Task
 from guest.tools.registry import ToolSet
 from guest.tools.result import RunTestsDetails, ToolResult
+from receipts.agentclis import AgentIdentity
 from receipts.records import AgentRecord, AgentTurnRecord, ToolCallRecord
 from receipts.records.agent import AgentCategory, CgroupEnd, InvalidCallCategory
 from receipts.totals import agent_totals
@@ -162,7 +163,13 @@ processes of its uid (None: unread) and how its cgroup ended."""
 
 
 async def run_agent(
-    task: Task, tools: ToolSet, policy: Policy, limits: AgentLimits, confinement: Confinement
+    task: Task,
+    tools: ToolSet,
+    policy: Policy,
+    limits: AgentLimits,
+    confinement: Confinement,
+    *,
+    identity: AgentIdentity,
 ) -> AgentRun:
     """Run the loop, then read (never assume) that nothing the agent's code started is
     left: anything left, or a call whose cgroup was not shown empty, or a reading that
@@ -182,6 +189,9 @@ async def run_agent(
         agent=AgentRecord(
             category=category,
             policy=policy.name,
+            agent=identity.name,
+            agent_version=identity.version,
+            agent_sha256=identity.sha256,
             **agent_totals(turns, loop.calls),
             processes_left=processes_left,
             agent_cgroup=agent_cgroup,

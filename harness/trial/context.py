@@ -17,10 +17,12 @@ from harness.trial.diskfiles import REPO
 from harness.trial.gueststart import GuestStartRequest
 from harness.trial.modelstage import PreparedModel
 from harness.trial.worker import Worker
+from harness.version import HARNESS_VERSION
 from host.image.build import GuestImage
 from host.runtime import GuestRuntime
 from host.vm.backend import VmBackend
 from host.vm.categories import AccelRequest
+from receipts.agentclis import AgentIdentity
 from receipts.records.trial import Policy
 from receipts.vocabulary import Backend, PlacementRequest
 
@@ -81,6 +83,11 @@ class TrialContext:
         if self.profile.agent.tool_choice == "required":
             return "model_tool_required"
         return "model"
+
+    @property
+    def agent(self) -> AgentIdentity:
+        """Whose code is the agent: what the host launches and the agent record must name."""
+        return AgentIdentity.harness_loop(HARNESS_VERSION)
 
     @property
     def placement_requested(self) -> PlacementRequest:

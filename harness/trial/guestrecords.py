@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from receipts.agentclis import AgentIdentity
 from receipts.records import (
     AgentRecord,
     AgentTurnRecord,
@@ -76,11 +77,13 @@ def strict_object(data: bytes) -> dict[str, JsonValue]:
     return value
 
 
-def read_agent_output(data: bytes) -> AgentOutput:
+def read_agent_output(data: bytes, launched: AgentIdentity) -> AgentOutput:
     """The agent's record file: `{agent, turns, tool_calls}` of closed records, exactly. An
     agent record that claims one of the host's own readings (`records_invalid`,
     `exited_nonzero`, ...) is refused too: a guest could otherwise pass off a record with
-    its counts for the host's stand-in."""
+    its counts for the host's stand-in. So is one that names another agent than the one
+    the host launched (`launched`): the record says whose code ran, and that is the
+    host's to know, not the guest's to choose."""
     value = strict_object(data)
     turns, calls = value.get("turns"), value.get("tool_calls")
     if sorted(value) != list(AGENT_PARTS) or not isinstance(turns, list):
@@ -95,9 +98,13 @@ def read_agent_output(data: bytes) -> AgentOutput:
         )
     except ValidationError:
         raise GuestOutputInvalid("schema_invalid") from None
-    if output.agent.category in HOST_READINGS:
+    if output.agent.category in HOST_READINGS or identity_of(output.agent) != launched:
         raise GuestOutputInvalid("schema_invalid")
     return output
+
+
+def identity_of(record: AgentRecord) -> AgentIdentity:
+    return AgentIdentity(record.agent, record.agent_version, record.agent_sha256)
 
 
 def read_verification(data: bytes) -> VerificationRecord:
@@ -127,14 +134,20 @@ def read_request_lines(data: bytes) -> tuple[WorkerRequestRecord, ...]:
     return tuple(records)
 
 
-def unread_agent_record(policy: Policy, reading: HostReading = "records_invalid") -> AgentRecord:
+def unread_agent_record(
+    policy: Policy, launched: AgentIdentity, reading: HostReading = "records_invalid"
+) -> AgentRecord:
     """The agent stage's record when its file was refused, or its command ended without one
     (`reading` names which): the failure is named, and every count is 0 because nothing
     was read (no turn or tool-call record is kept either, so the audit's counts agree);
-    nothing of the guest's confinement was read either (`unread`, no process count)."""
+    nothing of the guest's confinement was read either (`unread`, no process count). The
+    agent is the one the host launched."""
     return AgentRecord(
         category=reading,
         policy=policy,
+        agent=launched.name,
+        agent_version=launched.version,
+        agent_sha256=launched.sha256,
         **agent_totals((), ()),
         processes_left=None,
         agent_cgroup="unread",

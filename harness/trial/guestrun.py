@@ -118,6 +118,8 @@ def agent_args(
         json.dumps(limits),
         "--approvals",
         profile.agent.approvals,
+        "--agent-version",
+        context.agent.version,
     ]
     if options.script is not None:
         return [*args, "--script", f"{READ_ONLY}/script.json"]
@@ -167,12 +169,12 @@ async def agent_stage(
     deadline = float(context.profile.agent.wall_deadline_s) + 60.0
     failure = await guest.gated(runtime.pins_sha256, "guest.agent", args, deadline)
     if failure is not None:
-        evidence.put("agent", unread_agent_record(context.policy, failure))
+        evidence.put("agent", unread_agent_record(context.policy, context.agent, failure))
         raise StageFailed
     try:
-        output = read_agent_output(await guest.fetch(f"{WORK}/agent.json"))
+        output = read_agent_output(await guest.fetch(f"{WORK}/agent.json"), context.agent)
     except GuestOutputInvalid:
-        evidence.put("agent", unread_agent_record(context.policy))
+        evidence.put("agent", unread_agent_record(context.policy, context.agent))
         raise StageFailed from None
     evidence.put("agent", output.agent)
     evidence.turns, evidence.tool_calls = output.turns, output.tool_calls

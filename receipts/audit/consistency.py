@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from receipts.agentclis import pinned
 from receipts.audit.context import AuditContext
 from receipts.claim import may_claim, void_from
 from receipts.cleanupset import missing_cleanup
@@ -226,6 +227,21 @@ def _confinement(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) 
             return
 
 
+def _agent_identity(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
+    """Whose code was the agent (agent/3): the harness's own loop is the harness version
+    the trial record names (the runtime gate's pin table covers its code); an agent CLI
+    is a version and executable digest some harness release pinned (receipts/agentclis.py),
+    never a name with whatever digest the writer chose."""
+    agent = records.agent
+    if not isinstance(agent, AgentRecord):
+        return
+    if agent.agent == "harness_loop":
+        if agent.agent_version != trial.harness_version:
+            ctx.add("consistency", "agent_identity", "version_mismatch", "agent.json")
+    elif not pinned(agent.agent, agent.agent_version, agent.agent_sha256):
+        ctx.add("consistency", "agent_identity", "reference_mismatch", "agent.json")
+
+
 def _oom(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     vm, worker, verifier = records.vm, records.worker, records.verifier_vm
     if vm is not None and (vm.category == "oom_killed") and not vm.oom_kills:
@@ -323,6 +339,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("verification_counts", _verification_counts),
     ("versions", _versions),
     ("confinement", _confinement),
+    ("agent_identity", _agent_identity),
     ("oom", _oom),
     ("verifier_vm", _verifier_vm),
     ("cleanup_coverage", _cleanup_coverage),

@@ -95,7 +95,7 @@ class AuditResult(Record):
     It is an output, never read back, so only its current version exists: `/3` (`/2`
     had no `accepted_unguarded` verdict and no `version_mismatch` finding)."""
 
-    schema_: Literal["harness.audit.result/4"] = Field("harness.audit.result/4", alias="schema")
+    schema_: Literal["harness.audit.result/5"] = Field("harness.audit.result/5", alias="schema")
     valid: bool
     zip_sha256: Sha256Hex
     receipt_id: Sha256Hex | None

@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 from receipts.records.base import Record
 from receipts.records.hostreading import HOST_READINGS, HostReading
 from receipts.records.trial import Policy
-from receipts.types import ByteCount, Count, Index, Millis
+from receipts.types import ByteCount, Count, Index, Millis, Sha256Hex, Version
 
 AgentCategoryV1 = Literal[
     "finished",
@@ -30,7 +30,10 @@ AgentCategoryV1 = Literal[
 ]
 """How the loop ended, as agent/1 recorded it (read by the audit only)."""
 
-AgentCategory = Literal[AgentCategoryV1, "confinement_breached"]
+AgentCategoryV2 = Literal[AgentCategoryV1, "confinement_breached"]
+"""How the loop ended, as agent/2 recorded it (read by the audit only)."""
+
+AgentCategory = Literal[AgentCategoryV2, "cli_output_invalid"]
 """How the loop ended. The first seven are normal ends within budget; verification decides.
 The host readings (receipts/records/hostreading.py) are the host's, not the guest's: the
 agent's record file was not strict JSON of its closed shape (`records_invalid`), or the
@@ -39,10 +42,23 @@ agent's command ended without writing one it could trust (`gate_refused`,
 and every count is 0 because nothing was read, not because nothing happened.
 `confinement_breached`: code the agent ran outlived its tool call (a call's cgroup was
 not shown empty, or a process of the agent's uid or its cgroup was left at the end);
-whatever the loop did, its workspace is not evidence."""
+whatever the loop did, its workspace is not evidence. `cli_output_invalid` (agent/3): an
+agent CLI ended without an event stream its adapter could read as closed records (cut at
+its cap, not JSON lines, an event of an unknown shape); nothing of it was kept."""
+
+AgentName = Literal["harness_loop", "opencode"]
+"""Whose code ran the agent: the harness's own loop (guest/agent/loop.py), or a pinned
+agent CLI through its adapter (guest/agent/cli/)."""
 
 AGENT_FAILURES: frozenset[str] = frozenset(
-    {"worker_unreachable", "worker_error", "agent_crashed", "confinement_breached", *HOST_READINGS}
+    {
+        "worker_unreachable",
+        "worker_error",
+        "agent_crashed",
+        "confinement_breached",
+        "cli_output_invalid",
+        *HOST_READINGS,
+    }
 )
 
 CgroupEnd = Literal["emptied", "not_emptied", "unread"]
@@ -53,7 +69,30 @@ and it was removed; `not_emptied` when a member was still there at the deadline;
 
 TurnKind = Literal["tool_call", "text", "invalid_tool_call", "refused"]
 
-ToolName = Literal["read", "edit", "write", "list", "glob", "grep", "run_tests", "finish"]
+ToolNameV3 = Literal["read", "edit", "write", "list", "glob", "grep", "run_tests", "finish"]
+"""The harness loop's tools: every tool a tool_call/1 to /3 record could name."""
+
+CliToolName = Literal[
+    "bash",
+    "task",
+    "todowrite",
+    "todoread",
+    "webfetch",
+    "websearch",
+    "codesearch",
+    "skill",
+    "patch",
+    "apply_patch",
+    "lsp",
+    "batch",
+    "question",
+    "invalid",
+    "unrecognized",
+]
+"""The other tools OpenCode 1.18.33 can report (tool_call/4): its `invalid` is the call it
+could not route to a tool; `unrecognized` is a name this list does not have."""
+
+ToolName = Literal[ToolNameV3, CliToolName]
 
 JailRefusal = Literal[
     "absolute_path",
@@ -107,7 +146,12 @@ DispatchRefusal = Literal[
 ]
 """Refusals before any tool runs: the call itself is unusable or not permitted."""
 
-ToolOutcome = Literal["ok", JailRefusal, ToolRefusal, DispatchRefusal]
+ToolOutcomeV3 = Literal["ok", JailRefusal, ToolRefusal, DispatchRefusal]
+"""A tool call's outcome up to tool_call/3 (the harness loop's only)."""
+
+ToolOutcome = Literal[ToolOutcomeV3, "cli_tool_error"]
+"""`cli_tool_error` (tool_call/4): an agent CLI's tool reported an error its adapter's
+table does not name (guest/agent/cli/opencode.py); the error's text is not kept."""
 
 InvalidCallCategory = Literal[
     "unknown_tool",
@@ -144,9 +188,19 @@ PermissionSource = Literal["rule", "approvals_policy"]
 
 
 class AgentRecord(Record):
-    schema_: Literal["harness.receipt.agent/2"] = Field("harness.receipt.agent/2", alias="schema")
+    """`agent/3`: agent/2 and whose code was the agent (`agent`, `agent_version`, and for a
+    CLI the SHA-256 of the executable the guest checked before it ran it)."""
+
+    schema_: Literal["harness.receipt.agent/3"] = Field("harness.receipt.agent/3", alias="schema")
     category: AgentCategory
     policy: Policy
+    agent: AgentName
+    agent_version: Version
+    """The CLI's pinned version; for `harness_loop`, the harness version (the trial
+    record's `harness_version`: the audit checks they agree)."""
+    agent_sha256: Sha256Hex | None
+    """A CLI's executable, hashed in the guest before it ran; None for `harness_loop`, whose
+    code the runtime gate's pin table covers."""
     turns: Count
     tool_calls: Count
     invalid_tool_calls: Count
@@ -158,6 +212,12 @@ class AgentRecord(Record):
     agent_cgroup: CgroupEnd
     """The agent's parent cgroup (every call's cgroup inside it) at the end."""
     duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _a_cli_names_its_executable(self) -> AgentRecord:
+        if (self.agent_sha256 is None) != (self.agent == "harness_loop"):
+            raise ValueError("agent_sha256 is present exactly for an agent CLI")
+        return self
 
     @model_validator(mode="after")
     def _survivors_are_a_breach(self) -> AgentRecord:
@@ -188,8 +248,10 @@ class AgentTurnRecord(Record):
 
 
 class ToolCallRecord(Record):
-    schema_: Literal["harness.receipt.tool_call/3"] = Field(
-        "harness.receipt.tool_call/3", alias="schema"
+    """`tool_call/4`: tool_call/3, and the tools and outcome an agent CLI reports."""
+
+    schema_: Literal["harness.receipt.tool_call/4"] = Field(
+        "harness.receipt.tool_call/4", alias="schema"
     )
     index: Index
     turn: Index

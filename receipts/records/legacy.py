@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 
 from receipts.records.agent import (
     AgentCategoryV1,
+    AgentCategoryV2,
     AgentRecord,
     CgroupEnd,
     DispatchRefusal,
@@ -34,14 +35,17 @@ from receipts.records.agent import (
     PermissionVerdict,
     RunExit,
     ToolCallRecord,
-    ToolName,
+    ToolNameV3,
+    ToolOutcomeV3,
 )
 from receipts.records.base import Part, Record
 from receipts.records.dispatch import DispatchCategoryV1, DispatchRecord
+from receipts.records.hostreading import HOST_READINGS
 from receipts.records.hoststate import Comparison, FacetComparison, HostStateRecord
 from receipts.records.memory import MemoryRecord
 from receipts.records.suite import SuiteFields, SuiteMember, SuiteRecord, VerdictCount
 from receipts.records.trial import (
+    Policy,
     PolicyV1,
     Stage,
     TrialFields,
@@ -167,6 +171,34 @@ AnyDispatchRecord = DispatchRecord | DispatchRecordV1
 # ---- agent ---------------------------------------------------------------------------
 
 
+class AgentRecordV2(Record):
+    """The agent record before it named whose code the agent was (every agent was the
+    harness's own loop); read by the audit only."""
+
+    schema_: Literal["harness.receipt.agent/2"] = Field("harness.receipt.agent/2", alias="schema")
+    category: AgentCategoryV2
+    policy: Policy
+    turns: Count
+    tool_calls: Count
+    invalid_tool_calls: Count
+    prompt_tokens_total: Count
+    completion_tokens_total: Count
+    processes_left: Count | None
+    agent_cgroup: CgroupEnd
+    duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _survivors_are_a_breach(self) -> AgentRecordV2:
+        if self.category in HOST_READINGS:
+            if self.processes_left is not None or self.agent_cgroup != "unread":
+                raise ValueError("a host reading read nothing of the guest's confinement")
+            return self
+        clean = self.processes_left == 0 and self.agent_cgroup == "emptied"
+        if not clean and self.category != "confinement_breached":
+            raise ValueError("anything left of the agent's code is confinement_breached")
+        return self
+
+
 class AgentRecordV1(Record):
     """The agent record before confinement was recorded; read by the audit only."""
 
@@ -200,6 +232,36 @@ ToolRefusalV2 = Literal[
 ToolOutcomeV2 = Literal["ok", JailRefusal, ToolRefusalV2, DispatchRefusal]
 
 
+class ToolCallRecordV3(Record):
+    """The tool call record before agent CLIs: the harness loop's tools only; read by the
+    audit only."""
+
+    schema_: Literal["harness.receipt.tool_call/3"] = Field(
+        "harness.receipt.tool_call/3", alias="schema"
+    )
+    index: Index
+    turn: Index
+    tool: ToolNameV3
+    decision: PermissionVerdict
+    decided_by: PermissionSource
+    rule_index: Index | None
+    outcome: ToolOutcomeV3
+    edit_match: EditMatch | None
+    run_exit: RunExit | None
+    net_isolation: NetIsolation | None
+    cgroup_end: CgroupEnd | None
+    output_bytes: ByteCount
+    truncated: bool
+    duration_ms: Millis
+
+    @model_validator(mode="after")
+    def _cgroup_end_for_runs(self) -> ToolCallRecordV3:
+        ran = self.tool == "run_tests" and self.run_exit is not None
+        if (self.cgroup_end is not None) != ran:
+            raise ValueError("cgroup_end is present exactly for a run_tests that ran")
+        return self
+
+
 class ToolCallRecordV2(Record):
     """The tool call record before an edit needed a read of its file; read by the audit only."""
 
@@ -208,7 +270,7 @@ class ToolCallRecordV2(Record):
     )
     index: Index
     turn: Index
-    tool: ToolName
+    tool: ToolNameV3
     decision: PermissionVerdict
     decided_by: PermissionSource
     rule_index: Index | None
@@ -237,7 +299,7 @@ class ToolCallRecordV1(Record):
     )
     index: Index
     turn: Index
-    tool: ToolName
+    tool: ToolNameV3
     decision: PermissionVerdict
     decided_by: PermissionSource
     rule_index: Index | None
@@ -250,8 +312,8 @@ class ToolCallRecordV1(Record):
     duration_ms: Millis
 
 
-AnyAgentRecord = AgentRecord | AgentRecordV1
-AnyToolCallRecord = ToolCallRecord | ToolCallRecordV2 | ToolCallRecordV1
+AnyAgentRecord = AgentRecord | AgentRecordV2 | AgentRecordV1
+AnyToolCallRecord = ToolCallRecord | ToolCallRecordV3 | ToolCallRecordV2 | ToolCallRecordV1
 
 
 # ---- worker --------------------------------------------------------------------------
@@ -596,11 +658,11 @@ LEGACY: Final[dict[str, tuple[type[Record], ...]]] = {
     "vm": (VmRecordV1,),
     "verifier_vm": (VerifierVmRecordV2, VerifierVmRecordV1),
     "dispatch": (DispatchRecordV1,),
-    "agent": (AgentRecordV1,),
+    "agent": (AgentRecordV2, AgentRecordV1),
     "verification": (VerificationRecordV3, VerificationRecordV2, VerificationRecordV1),
     "hoststate": (HostStateRecordV2, HostStateRecordV1),
     "memory": (MemoryRecordV1,),
     "worker_requests": (WorkerRequestRecordV1,),
-    "tool_calls": (ToolCallRecordV2, ToolCallRecordV1),
+    "tool_calls": (ToolCallRecordV3, ToolCallRecordV2, ToolCallRecordV1),
 }
 """The older versions of each trial record kind the audit reads, newest first."""

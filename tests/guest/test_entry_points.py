@@ -97,6 +97,8 @@ def test_agent_then_verify_through_the_gate(scratch: Path) -> None:
         limits,
         "--script",
         str(TASKS / "py-one-line-fix" / "scripts" / "solution.json"),
+        "--agent-version",
+        "0.1.0",
         "--cgroup-parent",
         str(cgroup_root / f"harness-agent-test-{secrets.token_hex(4)}"),
         "--cgroup-limits",

@@ -100,6 +100,8 @@ def test_scripted_agent_and_verification_run_from_the_runtime_alone(
         json.dumps(limits),
         "--script",
         str(TASKS / "py-two-file-change" / "scripts" / "solution.json"),
+        "--agent-version",
+        "0.1.0",
         # This host's cgroup v2 has no controllers (a v1 hybrid): the agent's sandbox
         # goes under the v2 root found for the tests, as in tests/guest/test_entry_points.
         "--cgroup-parent",

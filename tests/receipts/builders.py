@@ -335,6 +335,9 @@ def accepted_model_trial() -> RecordSet:
         agent=AgentRecord(
             category="finished",
             policy="model",
+            agent="harness_loop",
+            agent_version="0.1.0",
+            agent_sha256=None,
             turns=2,
             tool_calls=2,
             invalid_tool_calls=0,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from receipts.agentclis import OPENCODE_1_18_33
 from receipts.audit import ALL_RULES, audit_bytes
 from receipts.audit.findings import AuditCategory
 from receipts.bundle import FILE_MODE, bundle_bytes, bundle_entries, zip_info
@@ -490,6 +491,18 @@ def _confinement_inconsistent() -> bytes:
     return tamper.forge_records(with_changes(records, tool_calls=(run, *records.tool_calls[1:])))
 
 
+def _agent_identity(**named: object) -> Callable[[], bytes]:
+    """An agent record that names other code than ran: another harness version for the
+    harness's loop, or a CLI version or executable digest no release pinned."""
+
+    def build() -> bytes:
+        records = accepted_model_trial()
+        assert records.agent is not None
+        return tamper.forge_records(with_changes(records, agent=replace(records.agent, **named)))
+
+    return build
+
+
 def _oom_inconsistent() -> bytes:
     records = accepted_model_trial()
     assert records.vm is not None and records.trial is not None
@@ -623,6 +636,21 @@ CASES: dict[str, Case] = {
     "confinement_inconsistent": Case(
         _confinement_inconsistent, "confinement_inconsistent", "confinement"
     ),
+    "loop_of_another_version": Case(
+        _agent_identity(agent_version="0.2.0"), "version_mismatch", "agent_identity"
+    ),
+    "cli_not_pinned": Case(
+        _agent_identity(agent="opencode", agent_version="1.18.33", agent_sha256="0" * 64),
+        "reference_mismatch",
+        "agent_identity",
+    ),
+    "cli_version_not_pinned": Case(
+        _agent_identity(
+            agent="opencode", agent_version="1.18.34", agent_sha256=OPENCODE_1_18_33.sha256
+        ),
+        "reference_mismatch",
+        "agent_identity",
+    ),
     "oom_inconsistent": Case(_oom_inconsistent, "oom_inconsistent", "oom"),
     "backend_contradicts": Case(_backend_contradicts, "backend_mismatch", "backend"),
     "snapshot_of_another_image": Case(
@@ -688,6 +716,20 @@ def test_untampered_receipts_are_valid() -> None:
         result = audit_bytes(bundle_bytes(records))
         assert result.valid, result.findings
         assert result.derived_verdict == "accepted"
+
+
+def test_a_pinned_cli_as_the_agent_is_valid() -> None:
+    """The untampered form of the identity cases: OpenCode's pinned version and digest."""
+    records = accepted_model_trial()
+    assert records.agent is not None
+    agent = replace(
+        records.agent,
+        agent="opencode",
+        agent_version=OPENCODE_1_18_33.version,
+        agent_sha256=OPENCODE_1_18_33.sha256,
+    )
+    result = audit_bytes(bundle_bytes(with_changes(records, agent=agent)))
+    assert result.valid, result.findings
 
 
 def test_truthful_crash_and_oom_receipts_are_valid() -> None:

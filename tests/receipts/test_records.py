@@ -84,6 +84,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.vm/1",
         "harness.receipt.verifier_vm/2",
         "harness.receipt.verifier_vm/1",
+        "harness.receipt.agent/2",
         "harness.receipt.agent/1",
         "harness.receipt.verification/3",
         "harness.receipt.verification/2",
@@ -92,6 +93,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.hoststate/1",
         "harness.receipt.memory/1",
         "harness.receipt.worker_request/1",
+        "harness.receipt.tool_call/3",
         "harness.receipt.tool_call/2",
         "harness.receipt.tool_call/1",
     ]

@@ -19,6 +19,7 @@ from guest.tools.permissions import PermissionRule
 from guest.tools.registry import ToolSet
 from guest.tools.sandbox import finish
 from guest.verify.run import verify
+from tests.guest.agent.identity import HARNESS_LOOP
 from tests.guest.support_sandbox import host_sandbox
 from tests.guest.support_tasks import TASK_IDS, TASKS, scratch, task_copy
 
@@ -48,7 +49,9 @@ def _run(
             workspace, list(task.tests.command), rules, "approve_all", sandbox=sandbox
         ) as tools,
     ):
-        return asyncio.run(run_agent(task, tools, policy, limits, lambda: finish(sandbox)))
+        return asyncio.run(
+            run_agent(task, tools, policy, limits, lambda: finish(sandbox), identity=HARNESS_LOOP)
+        )
 
 
 @pytest.mark.parametrize("task_id", TASK_IDS)
@@ -62,7 +65,9 @@ def test_scripted_policy_reaches_the_expected_verification(
         host_sandbox(workspace) as sandbox,
         ToolSet(workspace, list(task.tests.command), [], "approve_all", sandbox=sandbox) as tools,
     ):
-        run = asyncio.run(run_agent(task, tools, policy, LIMITS, lambda: finish(sandbox)))
+        run = asyncio.run(
+            run_agent(task, tools, policy, LIMITS, lambda: finish(sandbox), identity=HARNESS_LOOP)
+        )
     assert run.agent.category == "finished"
     assert run.agent.policy == "scripted"
     assert all(turn.request_index is None for turn in run.turns)

@@ -14,6 +14,7 @@ from guest.tools.sandbox import finish
 from host.model.convert import convert
 from host.model.synth import synthesize_tiny
 from receipts.records.agent import AGENT_FAILURES
+from tests.guest.agent.identity import HARNESS_LOOP
 from tests.guest.support_sandbox import host_sandbox
 from tests.guest.support_tasks import scratch, task_copy
 from tests.guest.worker.conftest import MODEL_ID, Gguf, start_worker
@@ -48,7 +49,9 @@ def test_loop_drives_the_real_worker_to_a_closed_outcome(tmp_path: Path, scratch
                 ) as tools,
             ):
                 limits = AgentLimits(4, 4, 3, 200_000, 300)
-                return await run_agent(task, tools, policy, limits, lambda: finish(sandbox))
+                return await run_agent(
+                    task, tools, policy, limits, lambda: finish(sandbox), identity=HARNESS_LOOP
+                )
         finally:
             await policy.aclose()
 
@@ -103,7 +106,9 @@ def test_tool_choice_required_makes_every_turn_a_call(tmp_path: Path, scratch: P
                 ) as tools,
             ):
                 limits = AgentLimits(3, 3, 3, 200_000, 300)
-                return await run_agent(task, tools, policy, limits, lambda: finish(sandbox))
+                return await run_agent(
+                    task, tools, policy, limits, lambda: finish(sandbox), identity=HARNESS_LOOP
+                )
         finally:
             await policy.aclose()
 

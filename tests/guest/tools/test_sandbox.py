@@ -34,6 +34,7 @@ from guest.tools.sandbox import (
     processes_of,
     writable_by,
 )
+from tests.guest.agent.identity import HARNESS_LOOP
 from tests.guest.support_sandbox import host_sandbox, sandbox_root
 from tests.guest.support_tasks import apply_solution, scratch, task_copy
 
@@ -240,7 +241,9 @@ def test_a_survivor_outside_the_cgroups_is_a_breach(scratch: Path) -> None:
             host_sandbox(workspace) as sandbox,
             ToolSet(workspace, list(task.tests.command), [], "approve_all", sandbox=sandbox) as ts,
         ):
-            run = asyncio.run(run_agent(task, ts, policy, limits, lambda: finish(sandbox)))
+            run = asyncio.run(
+                run_agent(task, ts, policy, limits, lambda: finish(sandbox), identity=HARNESS_LOOP)
+            )
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -256,7 +259,14 @@ def test_a_call_cgroup_not_shown_empty_is_a_breach(scratch: Path) -> None:
         ToolSet(workspace, list(task.tests.command), [], "approve_all", sandbox=sandbox) as ts,
     ):
         run = asyncio.run(
-            run_agent(task, ts, policy, AgentLimits(10, 10, 3, 100_000, 120), lambda: (0, "unread"))
+            run_agent(
+                task,
+                ts,
+                policy,
+                AgentLimits(10, 10, 3, 100_000, 120),
+                lambda: (0, "unread"),
+                identity=HARNESS_LOOP,
+            )
         )
     assert run.agent.category == "confinement_breached"
 

@@ -15,18 +15,27 @@ import dataclasses
 import pytest
 
 from harness.trial.guestrecords import (
+    AgentOutput,
     GuestOutputInvalid,
-    read_agent_output,
     read_request_lines,
     read_verification,
     unread_agent_record,
     unread_verification_record,
 )
+from harness.trial.guestrecords import read_agent_output as read_launched
+from receipts.agentclis import AgentIdentity
 from receipts.canonical import canonical
 from receipts.records.hostreading import HOST_READINGS
 from receipts.recordset import RecordSet
 from tests.harness.trial.guestfakes import agent_file
 from tests.receipts.builders import accepted_model_trial
+
+LOOP = AgentIdentity.harness_loop("0.1.0")
+"""What the host launched in these tests (the builders' agent record names it)."""
+
+
+def read_agent_output(data: bytes) -> AgentOutput:
+    return read_launched(data, LOOP)
 
 
 def _records() -> RecordSet:
@@ -123,12 +132,44 @@ def test_agent_file_claiming_the_hosts_own_reading_is_refused(reading: str) -> N
     assert _kind(read_agent_output, data) == "schema_invalid"
 
 
+@pytest.mark.parametrize(
+    "named",
+    [
+        {"agent_version": "0.1.1"},
+        {"agent": "opencode", "agent_version": "1.18.33", "agent_sha256": "0" * 64},
+        {
+            "agent": "opencode",
+            "agent_version": AgentIdentity.cli("opencode").version,
+            "agent_sha256": AgentIdentity.cli("opencode").sha256,
+        },
+    ],
+)
+def test_agent_file_naming_another_agent_than_launched_is_refused(
+    named: dict[str, object],
+) -> None:
+    """Whose code ran is the host's to know: a record that names another version, or a
+    pinned CLI the host did not launch, is not believed. Mutation control: without the
+    identity comparison all three are read."""
+    records = _records()
+    assert records.agent is not None
+    claimed = records.agent.model_copy(update=named)
+    data = agent_file(dataclasses.replace(records, agent=claimed))
+    assert _kind(read_agent_output, data) == "schema_invalid"
+
+
 @pytest.mark.parametrize("reading", sorted(HOST_READINGS))
 def test_unread_agent_record_names_the_failure_with_nothing_counted(reading: str) -> None:
-    record = unread_agent_record("model", reading)  # type: ignore[arg-type]
+    record = unread_agent_record("model", LOOP, reading)  # type: ignore[arg-type]
     assert record.category == reading and record.policy == "model"
     assert (record.turns, record.tool_calls, record.prompt_tokens_total) == (0, 0, 0)
-    assert unread_agent_record("scripted").category == "records_invalid"
+    assert (record.agent, record.agent_version, record.agent_sha256) == (
+        "harness_loop",
+        "0.1.0",
+        None,
+    )
+    assert unread_agent_record("scripted", LOOP).category == "records_invalid"
+    cli = unread_agent_record("model", AgentIdentity.cli("opencode"))
+    assert (cli.agent, cli.agent_sha256) == ("opencode", AgentIdentity.cli("opencode").sha256)
 
 
 # ---- verification.json --------------------------------------------------------------------
