@@ -9,6 +9,8 @@ from receipts.records.agent import (
     DispatchRefusal,
     EditMatch,
     JailRefusal,
+    LoopToolName,
+    LoopToolOutcome,
     NetIsolation,
     NetMechanism,
     NetPolicy,
@@ -16,12 +18,14 @@ from receipts.records.agent import (
     PermissionSource,
     PermissionVerdict,
     RunExit,
-    ToolName,
-    ToolOutcome,
     ToolRefusal,
 )
 
-Outcome = ToolOutcome
+ToolName = LoopToolName
+"""The loop's own tools. A tool_call record may also name an agent CLI's tools; those
+are not this package's to run, so its rules and registry know only these."""
+Outcome = LoopToolOutcome
+"""The loop's tools' outcomes; `cli_tool_error` is an agent CLI adapter's, not theirs."""
 ResolvedBy = PermissionSource
 
 __all__ = [

@@ -69,7 +69,7 @@ and it was removed; `not_emptied` when a member was still there at the deadline;
 
 TurnKind = Literal["tool_call", "text", "invalid_tool_call", "refused"]
 
-ToolNameV3 = Literal["read", "edit", "write", "list", "glob", "grep", "run_tests", "finish"]
+LoopToolName = Literal["read", "edit", "write", "list", "glob", "grep", "run_tests", "finish"]
 """The harness loop's tools: every tool a tool_call/1 to /3 record could name."""
 
 CliToolName = Literal[
@@ -92,7 +92,7 @@ CliToolName = Literal[
 """The other tools OpenCode 1.18.33 can report (tool_call/4): its `invalid` is the call it
 could not route to a tool; `unrecognized` is a name this list does not have."""
 
-ToolName = Literal[ToolNameV3, CliToolName]
+ToolName = Literal[LoopToolName, CliToolName]
 
 JailRefusal = Literal[
     "absolute_path",
@@ -146,10 +146,10 @@ DispatchRefusal = Literal[
 ]
 """Refusals before any tool runs: the call itself is unusable or not permitted."""
 
-ToolOutcomeV3 = Literal["ok", JailRefusal, ToolRefusal, DispatchRefusal]
+LoopToolOutcome = Literal["ok", JailRefusal, ToolRefusal, DispatchRefusal]
 """A tool call's outcome up to tool_call/3 (the harness loop's only)."""
 
-ToolOutcome = Literal[ToolOutcomeV3, "cli_tool_error"]
+ToolOutcome = Literal[LoopToolOutcome, "cli_tool_error"]
 """`cli_tool_error` (tool_call/4): an agent CLI's tool reported an error its adapter's
 table does not name (guest/agent/cli/opencode.py); the error's text is not kept."""
 

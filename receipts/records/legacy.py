@@ -30,13 +30,13 @@ from receipts.records.agent import (
     DispatchRefusal,
     EditMatch,
     JailRefusal,
+    LoopToolName,
+    LoopToolOutcome,
     NetIsolation,
     PermissionSource,
     PermissionVerdict,
     RunExit,
     ToolCallRecord,
-    ToolNameV3,
-    ToolOutcomeV3,
 )
 from receipts.records.base import Part, Record
 from receipts.records.dispatch import DispatchCategoryV1, DispatchRecord
@@ -241,11 +241,11 @@ class ToolCallRecordV3(Record):
     )
     index: Index
     turn: Index
-    tool: ToolNameV3
+    tool: LoopToolName
     decision: PermissionVerdict
     decided_by: PermissionSource
     rule_index: Index | None
-    outcome: ToolOutcomeV3
+    outcome: LoopToolOutcome
     edit_match: EditMatch | None
     run_exit: RunExit | None
     net_isolation: NetIsolation | None
@@ -270,7 +270,7 @@ class ToolCallRecordV2(Record):
     )
     index: Index
     turn: Index
-    tool: ToolNameV3
+    tool: LoopToolName
     decision: PermissionVerdict
     decided_by: PermissionSource
     rule_index: Index | None
@@ -299,7 +299,7 @@ class ToolCallRecordV1(Record):
     )
     index: Index
     turn: Index
-    tool: ToolNameV3
+    tool: LoopToolName
     decision: PermissionVerdict
     decided_by: PermissionSource
     rule_index: Index | None
