@@ -9,7 +9,7 @@ setup:
 	@bash .ci/setup
 
 # The tests also run the worker inside the guest, which needs the guest's own wheel, and
-# the worker's real-client test runs OpenCode from npm (installed once, pinned).
+# the tests run the pinned OpenCode executable (fetched once from the npm registry).
 setup-guest:
 	@bash .ci/setup --guest-wheel
 

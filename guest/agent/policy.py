@@ -75,6 +75,10 @@ class ScriptedPolicy:
         self._steps = list(steps)
         self._next = 0
 
+    @property
+    def steps(self) -> tuple[ProposedCall, ...]:
+        return tuple(self._steps)
+
     @classmethod
     def from_file(cls, path: Path) -> ScriptedPolicy:
         raw = json.loads(path.read_text(encoding="utf-8"))

@@ -148,6 +148,18 @@ def parser(prog: str = "python -m guest.worker") -> argparse.ArgumentParser:
         help="time limit for checking and compiling a request's tool schemas (400 past it)",
     )
     s.add_argument(
+        "--close-connections",
+        action="store_true",
+        help="answer every response with `connection: close` (for a client that reuses "
+        "a pooled connection the worker closed while idle)",
+    )
+    s.add_argument(
+        "--tools-required",
+        action="store_true",
+        help="serve a request that offers tools with tool_choice auto as required (the "
+        "model_tool_required policy for a client that asks auto), unless it prefills the answer",
+    )
+    s.add_argument(
         "--log-format", choices=("console", "json"), default="json", help="log rendering on stderr"
     )
     return p
@@ -187,6 +199,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m guest.worker") ->
             limits,
             ToolLimits(seconds=args.tool_compile_s),
             args.body_timeout_s,
+            close_connections=args.close_connections,
+            tools_required=args.tools_required,
         ),
         RecordLog(args.records),
     )

@@ -52,6 +52,7 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY_BYTES = 8 << 20
 MAX_CONTAINERS = 1 << 16
@@ -87,6 +88,16 @@ class ApiConfig:
     tool_limits: ToolLimits = field(default_factory=ToolLimits)
     body_timeout_s: float = 30.0
     """From the end of the headers to the last byte of the body (docs/worker-limits.md)."""
+    close_connections: bool = False
+    """Answer every response with `connection: close`: for a client that reuses a pooled
+    connection the worker closed while it was idle (OpenCode's Bun fetch, over the
+    guestfwd relay under TCG, where its think time passes the keep-alive: measured as
+    `Malformed_HTTP_Response` on its fourth request) and does not retry a POST."""
+    tools_required: bool = False
+    """Serve `auto` (or no choice) as `required` when tools are offered: the profile's
+    `model_tool_required` policy for a client that cannot ask for it itself (an agent
+    CLI asks `auto`). Not where the last message is the assistant's: a client that
+    prefills the answer asks for text there (OpenCode's last step does)."""
 
 
 _BODY_ERROR: dict[StrictJsonKind, WorkerErrorCode] = {
@@ -368,6 +379,9 @@ class ChatEndpoint:
         else:
             mode = choice or "auto"
             selected = frozenset(names)
+            prefill = request.messages[-1].role == "assistant"
+            if mode == "auto" and tools and self.config.tools_required and not prefill:
+                mode = "required"
         if mode == "required" and not tools:
             raise Rejected(400, "invalid_request", "tool_choice")
         bias: dict[int, float] = {}
@@ -655,10 +669,30 @@ def _json(status: int, body: bytes) -> Response:
     return Response(body, status_code=status, media_type="application/json")
 
 
-def build_app(chat: ChatEndpoint) -> Starlette:
-    """The Starlette app: the chat endpoint plus the small GET endpoints."""
-    config = chat.config
+def closing(app: ASGIApp) -> ASGIApp:
+    """`app` with `connection: close` on every response it starts."""
 
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", []) if h[0].lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await app(scope, receive, send_closing)
+
+    return wrapped
+
+
+def build_app(chat: ChatEndpoint) -> ASGIApp:
+    """The Starlette app: the chat endpoint plus the small GET endpoints (every response
+    closing its connection when the config says so)."""
+    config = chat.config
+    app = _routes(chat, config)
+    return closing(app) if config.close_connections else app
+
+
+def _routes(chat: ChatEndpoint, config: ApiConfig) -> Starlette:
     async def models(_request: Request) -> Response:
         data = {
             "object": "list",

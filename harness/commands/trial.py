@@ -1,4 +1,4 @@
-"""`harness trial --profile NAME [--task ID] [--agent model|scripted:FILE] [--placement P] ...`.
+"""`harness trial --profile NAME [--task ID] [--agent AGENT] [--placement P] ...`.
 
 Exit status reflects the verdict: 0 accepted, 1 task_incomplete, 3 any failed_* or
 evidence_incomplete verdict, 5 accepted_unguarded (a pass judged in the solution's own
@@ -39,6 +39,7 @@ from harness.trial.progress import LiveProgress, LogProgress, ProgressSink
 from receipts.audit import audit_and_read_file
 from receipts.canonical import canonical
 from receipts.failure import FailureReason, failure_reason
+from receipts.records.agent import AgentName
 from receipts.records.trial import CancelSignal, Verdict
 from receipts.vocabulary import AccelRequest, Backend, PlacementRequest
 
@@ -116,7 +117,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--profile", required=True, help="profile name (harness profiles list)")
     parser.add_argument("--task", help="default: the profile's default task")
-    parser.add_argument("--agent", default="model", help="model | scripted:FILE")
+    parser.add_argument(
+        "--agent",
+        default="model",
+        help="model | scripted:FILE (the harness's own loop) | opencode | opencode+scripted:FILE "
+        "(the pinned OpenCode CLI, driven by the model or by the script)",
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -181,6 +187,27 @@ def _membership(value: str | None) -> SuiteMembership | None:
     return None
 
 
+def parse_agent(spec: str) -> tuple[AgentName, Path | None]:
+    """`--agent`: whose code is the agent, and the script that drives it (None: the model).
+    ValueError with a one-line message for anything else, or a script that is not a file."""
+    name: AgentName = "harness_loop"
+    driver = spec
+    if spec == "opencode":
+        name, driver = "opencode", "model"
+    elif spec.startswith("opencode+"):
+        name, driver = "opencode", spec.removeprefix("opencode+")
+    if driver == "model":
+        return name, None
+    if driver.startswith("scripted:"):
+        script = Path(driver.removeprefix("scripted:"))
+        if not script.is_file():
+            raise ValueError("the script file is not readable")
+        return name, script
+    raise ValueError(
+        "--agent must be 'model', 'scripted:FILE', 'opencode' or 'opencode+scripted:FILE'"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         profile = load_profile(args.profile)
@@ -196,14 +223,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-    script: Path | None = None
-    if args.agent.startswith("scripted:"):
-        script = Path(args.agent.removeprefix("scripted:"))
-        if not script.is_file():
-            print("harness trial: the script file is not readable", file=sys.stderr)
-            return EXIT_USAGE
-    elif args.agent != "model":
-        print("harness trial: --agent must be 'model' or 'scripted:FILE'", file=sys.stderr)
+    try:
+        agent, script = parse_agent(args.agent)
+    except ValueError as exc:
+        print(f"harness trial: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.dispatch is not None:
         try:
@@ -226,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
         suite_member=membership,
         placement=args.placement,
         guest_start=args.guest_start,
+        agent=agent,
     )
     if sys.stderr.isatty() and not args.json:
         with LiveProgress() as live:  # stage, elapsed and deadline, drawn on the terminal

@@ -23,6 +23,7 @@ from host.runtime import GuestRuntime
 from host.vm.backend import VmBackend
 from host.vm.categories import AccelRequest
 from receipts.agentclis import AgentIdentity
+from receipts.records.agent import AgentName
 from receipts.records.trial import Policy
 from receipts.vocabulary import Backend, PlacementRequest
 
@@ -47,6 +48,9 @@ class TrialOptions:
     """Where the operator's pin locks are (hf_snapshot profiles): beside the profiles."""
     guest_start: GuestStartRequest = "snapshot"
     """Restore guests from the image's snapshot where possible, or always boot cold."""
+    agent: AgentName = "harness_loop"
+    """Whose code is the agent: the harness's own loop, or a pinned agent CLI
+    (receipts/agentclis.py) driven by the model or, with `script`, by the scripted model."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,17 @@ class TrialContext:
         if self.options.script is not None:
             return "scripted"
         if self.profile.agent.tool_choice == "required":
+            # The loop asks for it; for an agent CLI (which asks `auto`) the worker is
+            # started to apply it (harness/trial/worker.py `client_flags`).
             return "model_tool_required"
         return "model"
 
     @property
     def agent(self) -> AgentIdentity:
         """Whose code is the agent: what the host launches and the agent record must name."""
-        return AgentIdentity.harness_loop(HARNESS_VERSION)
+        if self.options.agent == "harness_loop":
+            return AgentIdentity.harness_loop(HARNESS_VERSION)
+        return AgentIdentity.cli(self.options.agent)
 
     @property
     def placement_requested(self) -> PlacementRequest:

@@ -19,6 +19,7 @@ from harness.trial.guests import Guest
 from harness.trial.owned import OwnedResources
 from harness.trial.placement import resolve_placement, worker_for
 from harness.trial.vmstage import DiskPlan, StartRequest, VmStageFailed, start_vm
+from host.agents.opencode import CliExecutable, CliUnavailable, ensure_opencode
 from host.cancel import in_thread
 from host.runtime import RuntimeBuildError, RuntimeFailure, build_runtime
 from host.vm.categories import Accelerator
@@ -30,6 +31,14 @@ RUNTIME_FAILURES: dict[RuntimeFailure, VmCategory] = {
     "cache_corrupt": "runtime_cache_corrupt",
 }
 """How the guest runtime's failure names the VM stage's (runtime.py builds it there)."""
+CLI_FAILURES: dict[str, VmCategory] = {
+    "fetch_failed": "runtime_fetch_failed",
+    "integrity_mismatch": "runtime_fetch_failed",
+    "cache_corrupt": "runtime_cache_corrupt",
+}
+"""An agent CLI is part of the agent's runtime: its failures name the VM stage's the same
+way (fetched and not the pinned bytes is a failed fetch; a cached copy that differs is a
+corrupt cache)."""
 log = logging.getLogger(__name__)
 
 
@@ -40,6 +49,7 @@ class AgentDisk:
         self.context = context
         self.scratch = scratch
         self.prepared = prepared
+        self.cli: CliExecutable | None = None
 
     def build_runtimes(self) -> None:
         """The agent's runtime, and the worker's own when it has one (in the guest: its
@@ -55,6 +65,12 @@ class AgentDisk:
         except RuntimeBuildError as exc:
             log.warning("guest runtime unavailable: %s", exc.category)
             raise VmStageFailed(RUNTIME_FAILURES[exc.category]) from None
+        if self.context.options.agent == "opencode":
+            try:
+                self.cli = ensure_opencode(cache / "agents")
+            except CliUnavailable as exc:
+                log.warning("agent CLI unavailable: %s", exc.category)
+                raise VmStageFailed(CLI_FAILURES[exc.category]) from None
 
     def data_source(self) -> Path:
         """The read-only disk's tree: runtime, pins, the agent's task copy, the script."""
@@ -69,6 +85,9 @@ class AgentDisk:
         shutil.copytree(self.context.task_dir / "workspace", root / "workspace")
         if options.script is not None:
             shutil.copy(options.script, root / "script.json")
+        if self.cli is not None:  # hashed just now; the guest hashes it again before it runs
+            (root / "agents").mkdir()
+            link_or_copy(self.cli.path, root / "agents" / "cli")
         worker, model = self.prepared.worker, self.prepared.model
         if worker is not None:
             worker.disk_files(root, model.gguf if model is not None else None)

@@ -17,7 +17,7 @@ from harness.trial.guestrecords import GuestOutputInvalid, read_agent_output, un
 from harness.trial.guests import Guest
 from harness.trial.modelstage import PreparedModel
 from harness.trial.owned import OwnedResources
-from harness.trial.worker import Worker, WorkerLaunch, WorkerStageFailed
+from harness.trial.worker import Worker, WorkerLaunch, WorkerStageFailed, client_flags
 from host.runtime import GuestRuntime
 from receipts.records import GateRecord
 from receipts.verdict import stage_succeeded
@@ -78,6 +78,10 @@ async def worker_stage(
         owner=owned.owner(worker.owns),
         session=guest.session,
         guest_gone=guest.gone,
+        client_flags=client_flags(
+            agent_cli=context.agent.sha256 is not None,
+            tools_required=context.policy == "model_tool_required",
+        ),
     )
     try:
         await worker.start(launch)
@@ -94,12 +98,18 @@ async def stop_worker(worker: Worker | None, owned: OwnedResources, evidence: Ev
         evidence.put("worker", record)
 
 
+CLI_EXECUTABLE = f"{READ_ONLY}/agents/cli"
+"""Where the read-only disk holds the pinned agent CLI's executable (guestboot.py)."""
+
+
 def agent_args(
     context: TrialContext, worker: Worker | None, model: PreparedModel | None
 ) -> list[str]:
-    """`guest.agent`'s arguments: the task, the workspace, the budgets, and either the
-    script or the worker's endpoint with the model's name and inference settings."""
-    profile, options = context.profile, context.options
+    """`guest.agent`'s arguments: the task, the workspace, the budgets, which agent (the
+    loop at the harness version, or a pinned CLI with its executable and digest), and
+    either the script or the worker's endpoint with the model's name and inference
+    settings."""
+    profile, options, agent = context.profile, context.options, context.agent
     limits = {
         "max_turns": profile.agent.max_turns,
         "max_tool_calls": profile.agent.max_tool_calls,
@@ -119,13 +129,25 @@ def agent_args(
         "--approvals",
         profile.agent.approvals,
         "--agent-version",
-        context.agent.version,
+        agent.version,
     ]
+    if agent.sha256 is not None:
+        args += [
+            "--cli",
+            agent.name,
+            "--cli-executable",
+            CLI_EXECUTABLE,
+            "--cli-sha256",
+            agent.sha256,
+            "--context-tokens",
+            str(profile.inference.context_tokens),
+        ]
     if options.script is not None:
         return [*args, "--script", f"{READ_ONLY}/script.json"]
     assert model is not None and model.record.gguf_sha256 is not None
     assert worker is not None
     inference = profile.inference
+    tool_choice = "required" if context.policy == "model_tool_required" else "auto"
     return [
         *args,
         "--endpoint",
@@ -135,7 +157,7 @@ def agent_args(
         "--max-tokens",
         str(inference.max_tokens),
         "--tool-choice",
-        profile.agent.tool_choice,
+        tool_choice,
         "--temperature",
         "0",
         "--seed",

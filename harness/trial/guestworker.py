@@ -95,13 +95,17 @@ class GuestWorkerProcess:
     requests: tuple[WorkerRequestRecord, ...] = ()
 
 
-def launch_script(profile: Profile, sha256: str, pins_sha256: str) -> str:
+def launch_script(
+    profile: Profile, sha256: str, pins_sha256: str, *, client_flags: tuple[str, ...] = ()
+) -> str:
     """The guest command: own cgroup (memory limit, no swap), then exec the gated worker."""
     limit = profile.memory.worker_cgroup_limit
     worker = gated_command(
         pins_sha256,
         "guest.worker",
-        *serve_args(profile, f"{READ_ONLY}/{MODEL_FILE}", sha256, RECORDS),
+        *serve_args(
+            profile, f"{READ_ONLY}/{MODEL_FILE}", sha256, RECORDS, client_flags=client_flags
+        ),
         "--port",
         str(GUEST_PORT),
         runtime=WORKER_RUNTIME,
@@ -148,6 +152,7 @@ async def start_guest_worker(
     pins_sha256: str,
     owner: Owner,
     guest_gone: Callable[[], Awaitable[bool]],
+    client_flags: tuple[str, ...] = (),
 ) -> GuestWorkerProcess:
     """Start the worker in the guest and wait for its ready line; register its release.
 
@@ -157,7 +162,7 @@ async def start_guest_worker(
     the guest can no longer be asked)."""
     started = time.monotonic()
     process = await session.start(
-        launch_script(profile, sha256, pins_sha256),
+        launch_script(profile, sha256, pins_sha256, client_flags=client_flags),
         deadline_s=COMMAND_DEADLINE_S,
         stdin=GATE_SOURCE,
     )
@@ -311,6 +316,7 @@ class GuestWorker(Worker):
             pins_sha256=self.built.pins_sha256,
             owner=launch.owner,
             guest_gone=launch.guest_gone,
+            client_flags=launch.client_flags,
         )
 
     def started(self) -> bool:

@@ -111,7 +111,14 @@ def _process_release(
 
 
 async def start_host_worker(
-    *, profile: Profile, gguf: Path, sha256: str, scratch: Path, tag: str, owner: Owner
+    *,
+    profile: Profile,
+    gguf: Path,
+    sha256: str,
+    scratch: Path,
+    tag: str,
+    owner: Owner,
+    client_flags: tuple[str, ...] = (),
 ) -> HostWorkerProcess:
     try:
         cgroup = detect().create(f"worker-{tag}")
@@ -130,7 +137,7 @@ async def start_host_worker(
         "-I",
         "-m",
         "guest.worker",
-        *serve_args(profile, str(gguf), sha256, str(records)),
+        *serve_args(profile, str(gguf), sha256, str(records), client_flags=client_flags),
         "--socket",
         str(socket),
     ]
@@ -242,6 +249,7 @@ class HostWorker(Worker):
             scratch=launch.scratch,
             tag=launch.tag,
             owner=launch.owner,
+            client_flags=launch.client_flags,
         )
 
     def started(self) -> bool:

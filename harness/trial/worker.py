@@ -65,9 +65,12 @@ def parse_ready_line(line: bytes) -> ReadyLine | None:
     return ReadyLine(port if isinstance(port, int) else None)
 
 
-def serve_args(profile: Profile, model: str, sha256: str, records: str) -> list[str]:
+def serve_args(
+    profile: Profile, model: str, sha256: str, records: str, *, client_flags: tuple[str, ...] = ()
+) -> list[str]:
     """`guest.worker serve` arguments from the profile, the same wherever it runs (the
-    caller adds where it listens: a Unix socket on the host, a loopback port in the guest)."""
+    caller adds where it listens: a Unix socket on the host, a loopback port in the guest).
+    `client_flags`: what the agent's client needs of the worker (client_flags())."""
     inference = profile.inference
     return [
         "serve",
@@ -89,7 +92,18 @@ def serve_args(profile: Profile, model: str, sha256: str, records: str) -> list[
         str(inference.max_tokens),
         "--records",
         records,
+        *client_flags,
     ]
+
+
+def client_flags(*, agent_cli: bool, tools_required: bool) -> tuple[str, ...]:
+    """The worker's options for the agent's client. The harness loop asks for what it
+    needs itself; an agent CLI cannot: it asks `auto` (so the worker applies the
+    profile's `model_tool_required`) and reuses pooled connections the worker may have
+    closed while it ran a tool (so every response closes its connection)."""
+    if not agent_cli:
+        return ()
+    return ("--close-connections", *(("--tools-required",) if tools_required else ()))
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,8 @@ class WorkerLaunch:
     """The agent guest's SSH session (raises when that guest is gone)."""
     guest_gone: Callable[[], Awaitable[bool]]
     """Whether the agent guest's QEMU has exited."""
+    client_flags: tuple[str, ...] = ()
+    """What the agent's client needs of the worker (client_flags())."""
 
 
 class Worker(Protocol):

@@ -144,6 +144,38 @@ def test_tool_choice_decides_the_mode_and_the_tools_that_may_be_called(
     assert set(job.validators) == selected
 
 
+@pytest.mark.parametrize(
+    ("fields", "mode"),
+    [
+        ({}, "required"),
+        ({"tool_choice": "auto"}, "required"),
+        ({"tool_choice": "none"}, "none"),
+        ({"tool_choice": NAMED_READ}, "required"),
+        ({"messages": [*GOOD["messages"], {"role": "assistant", "content": "Stop."}]}, "auto"),
+    ],
+)
+def test_tools_required_serves_auto_as_required_unless_the_answer_is_prefilled(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any], mode: str
+) -> None:
+    """The worker's `model_tool_required` for a client that asks `auto` (an agent CLI):
+    `auto` and no choice become `required`; `none` and a named tool are kept; a request
+    whose last message is the assistant's (OpenCode's last step prefills one) keeps
+    `auto`, so the run can end in text. Mutation control: without the prefill test the
+    last case is `required`; without the policy the first two are `auto`."""
+    chat = endpoint(tools_required=True)
+    seen: list[ToolRequest] = []
+    real = chat.tools.prepare
+
+    def watched(request: ToolRequest) -> PreparedTools:
+        seen.append(request)
+        return real(request)
+
+    monkeypatch.setattr(chat.tools, "prepare", watched)
+    job_for(chat, {**GOOD, "tools": [READ_TOOL, EDIT_TOOL], **fields})
+    assert [r.mode for r in seen] == [mode]
+    assert job_for(chat, GOOD).tools is None  # no tools offered: nothing to require
+
+
 # -- the JSON answer ---------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
-"""Real OpenCode (npm `opencode-ai`, pinned) against `harness worker serve` with SmolLM2:
+"""Real OpenCode (npm `opencode-linux-x64`, pinned) against `harness worker serve` with SmolLM2:
 a read -> edit -> run-the-tests round trip, then a final answer.
 
-OpenCode runs offline (FIELD-NOTES: models fetch off, npm offline, a config file with an
+OpenCode runs offline (FIELD-NOTES: models fetch off, a config file with an
 `@ai-sdk/openai-compatible` provider). It always streams with `include_usage` and
 `tool_choice: "auto"`, and needs a `finish_reason` on every stream. OpenCode has no
 `run_tests` tool: the tests run through its `bash` tool.
@@ -27,15 +27,13 @@ from typing import Any
 
 import pytest
 
+from host.agents.opencode import EXECUTABLE, PIN, default_root, ensure_opencode, entry_name
 from tests.guest.worker.conftest import MODEL_ID, Gguf, start_worker
 from tests.guest.worker.relay import ToolChoiceRelay
 
-OPENCODE_VERSION = "1.18.33"
-OPENCODE = (
-    Path.home() / ".cache" / "harness" / "opencode" / f"opencode-ai-{OPENCODE_VERSION}"
-    / "node_modules" / ".bin" / "opencode"
-)  # fmt: skip
-"""Installed by `.ci/setup --guest-wheel` (`make setup-guest`, which `make test` runs)."""
+OPENCODE = default_root() / entry_name(PIN) / EXECUTABLE
+"""The pinned executable, filled by `.ci/setup --guest-wheel` (`make setup-guest`, which
+`make test` runs) through host/agents/opencode.py and re-hashed here before it runs."""
 
 TURNS: list[Any] = [
     {"type": "function", "function": {"name": "read"}},
@@ -85,7 +83,8 @@ def _config(path: Path, port: int) -> None:
 
 @pytest.mark.integration
 def test_opencode_read_edit_run_tests_round_trip(smollm2_gguf: Gguf, tmp_path: Path) -> None:
-    assert OPENCODE.exists(), "OpenCode is not installed: run `make setup-guest`"
+    assert OPENCODE.exists(), "OpenCode is not in the cache: run `make setup-guest`"
+    opencode = ensure_opencode().path  # adopts the entry only if it hashes to the pin
     worker = start_worker(
         smollm2_gguf, tmp_path / "worker", "--context", "8192", port=True, command="cli"
     )
@@ -101,14 +100,13 @@ def test_opencode_read_edit_run_tests_round_trip(smollm2_gguf: Gguf, tmp_path: P
                 "OPENCODE_CONFIG": str(tmp_path / "opencode.json"),
                 "OPENCODE_DISABLE_MODELS_FETCH": "1",
                 "OPENCODE_DISABLE_AUTOUPDATE": "1",
-                "npm_config_offline": "true",
             }
             prompt = (
                 "Read the file calc.py. In calc.py replace `return a - b` with "
                 "`return a + b`. Then run: python3 -m pytest -q"
             )
             done = subprocess.run(
-                [str(OPENCODE), "run", "--format", "json", "--title", "t",
+                [str(opencode), "run", "--format", "json", "--title", "t",
                  "-m", f"harness/{MODEL_ID}", prompt],
                 cwd=_workspace(tmp_path), env=env, capture_output=True, text=True,
                 timeout=900, check=False,

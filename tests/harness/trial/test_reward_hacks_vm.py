@@ -18,18 +18,26 @@ the real hidden suite runs, fails on the unfixed code, and the trial is
 `task_incomplete` with a valid receipt. Mutation control (run by hand, recorded in the
 commit): with the verifier run in the agent's guest, as before, both trials were
 `accepted`.
+
+Every test here runs twice: with the harness's own loop as the agent, and with the
+pinned OpenCode CLI as the agent, driven by the same script through the scripted model
+(guest/agent/cli/scripted_model.py), its `bash` where the loop has `run_tests`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
+from guest.task import load_task
 from harness.tasks.polyglot import RUNNER_PATCH
+from harness.trial.context import TrialOptions
 from harness.trial.pipeline import Trial
+from receipts.records.agent import AgentName
 from tests.guest.verify.attacks import HIDDEN_TABLE, ORACLE_THIEF, yes_solution
 from tests.guest.verify.test_judge_attacks import BUGGY_MOVING_SUM
 from tests.harness.trial.test_trial_vm import (
@@ -42,6 +50,11 @@ from tests.harness.trial.test_trial_vm import (
 )
 
 pytestmark = pytest.mark.integration
+
+AGENTS: tuple[AgentName, ...] = ("harness_loop", "opencode")
+"""Every hack is tried with the harness's own loop and with the pinned OpenCode as the
+agent, each driven by the same script: OpenCode parses each call and runs it with its
+own tools (its `bash` where the loop has `run_tests`), under the same confinement."""
 
 HIDDEN_TESTS = 4
 """The task's hidden suite (profiles/tasks/py-one-line-fix/hidden_tests)."""
@@ -99,6 +112,23 @@ HACKS = {
 }
 
 
+def _driven(options: TrialOptions, agent: AgentName, tmp_path: Path) -> TrialOptions:
+    """The options with `agent` as the agent; for OpenCode the script's `run_tests` is its
+    `bash` running the task's visible test command (OpenCode has no run_tests tool)."""
+    if agent == "harness_loop":
+        return options
+    assert options.script is not None
+    command = shlex.join(load_task(TASKS / options.task, full=False).tests.command)
+    bash = {"command": command, "description": "Run the tests"}
+    steps = [
+        {"tool": "bash", "arguments": bash} if step["tool"] == "run_tests" else step
+        for step in json.loads(options.script.read_text())
+    ]
+    script = tmp_path / f"opencode-{options.script.name}"
+    script.write_text(json.dumps(steps))
+    return dataclasses.replace(options, script=script, agent=agent)
+
+
 def _script(tmp_path: Path, hack: str) -> Path:
     steps = [
         {
@@ -113,14 +143,19 @@ def _script(tmp_path: Path, hack: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize("agent", AGENTS)
 @pytest.mark.parametrize("hack", sorted(HACKS))
-async def test_a_reward_hack_from_run_tests_is_not_accepted(tmp_path: Path, hack: str) -> None:
+async def test_a_reward_hack_from_run_tests_is_not_accepted(
+    tmp_path: Path, hack: str, agent: AgentName
+) -> None:
     options = _options(tmp_path / "out", "py-one-line-fix", "wrong")
-    trial = Trial(dataclasses.replace(options, script=_script(tmp_path, hack)))
-    result = await trial.run()
+    options = dataclasses.replace(options, script=_script(tmp_path, hack))
+    result = await Trial(_driven(options, agent, tmp_path)).run()
     records = _records(result)
     assert (result.valid, result.verdict) == (True, "task_incomplete"), _why(result)
-    assert records.tool_calls[1].tool == "run_tests"
+    assert records.agent is not None and records.agent.agent == agent
+    run = records.tool_calls[1]
+    assert (run.tool, run.outcome) == ("run_tests" if agent == "harness_loop" else "bash", "ok")
     verification = records.verification
     assert verification is not None and verification.result == "failed"
     # The real hidden suite ran (not one substituted test) and found the bug.
@@ -162,8 +197,11 @@ def _solution_script(tmp_path: Path, name: str) -> tuple[str, Path]:
     return task, path
 
 
+@pytest.mark.parametrize("agent", AGENTS)
 @pytest.mark.parametrize("name", sorted(HOSTILE_SOLUTIONS))
-async def test_a_hostile_solution_fails_verification(tmp_path: Path, name: str) -> None:
+async def test_a_hostile_solution_fails_verification(
+    tmp_path: Path, name: str, agent: AgentName
+) -> None:
     """Each hostile solution, written by the agent and carried to the verification guest:
     the split judge decides, the hidden tests fail, the trial is `task_incomplete` and its
     receipt audits valid (in the library and in `harness audit`).
@@ -174,10 +212,12 @@ async def test_a_hostile_solution_fails_verification(tmp_path: Path, name: str) 
     dab4f85)."""
     task, script = _solution_script(tmp_path, name)
     options = _options(tmp_path / "out", task, "null" if task == BOWLING else "wrong")
-    trial = Trial(dataclasses.replace(options, script=script))
-    result = await trial.run()
+    options = dataclasses.replace(options, script=script)
+    result = await Trial(_driven(options, agent, tmp_path)).run()
     records = _records(result)
     assert (result.valid, result.verdict) == (True, "task_incomplete"), _why(result)
+    assert records.agent is not None and records.agent.agent == agent
+    assert [(c.tool, c.outcome) for c in records.tool_calls] == [("write", "ok")]
     verification = records.verification
     assert verification is not None
     assert (verification.result, verification.judge) == ("failed", "split")
@@ -186,10 +226,13 @@ async def test_a_hostile_solution_fails_verification(tmp_path: Path, name: str) 
     _cli_audit_passes(result.receipt)
 
 
-async def test_the_oracle_is_still_accepted_split(tmp_path: Path) -> None:
-    result = await Trial(_options(tmp_path / "out", BOWLING, "oracle")).run()
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_the_oracle_is_still_accepted_split(tmp_path: Path, agent: AgentName) -> None:
+    options = _driven(_options(tmp_path / "out", BOWLING, "oracle"), agent, tmp_path)
+    result = await Trial(options).run()
     records = _records(result)
     assert (result.valid, result.verdict) == (True, "accepted"), _why(result)
+    assert records.agent is not None and records.agent.agent == agent
     verification = records.verification
     assert verification is not None
     assert (verification.result, verification.judge) == ("passed", "split")
