@@ -17,6 +17,7 @@ from harness.trial.guestrecords import GuestOutputInvalid, read_agent_output, un
 from harness.trial.guests import Guest
 from harness.trial.modelstage import PreparedModel
 from harness.trial.owned import OwnedResources
+from harness.trial.turnbinding import bind_turns
 from harness.trial.worker import Worker, WorkerLaunch, WorkerStageFailed, client_flags
 from host.runtime import GuestRuntime
 from receipts.records import GateRecord
@@ -90,12 +91,18 @@ async def worker_stage(
         raise StageFailed from None
 
 
-async def stop_worker(worker: Worker | None, owned: OwnedResources, evidence: Evidence) -> None:
-    """Stop the worker before verification; its records are final once it has exited."""
+async def stop_worker(
+    worker: Worker | None, owned: OwnedResources, evidence: Evidence, *, agent_cli: bool = False
+) -> None:
+    """Stop the worker before verification; its records are final once it has exited.
+    For an agent CLI (`agent_cli`), each turn is then bound to the request it was, by the
+    worker's records (harness/trial/turnbinding.py)."""
     stopped = await worker.stop(owned) if worker is not None else None
     if stopped is not None:
         record, evidence.worker_requests = stopped
         evidence.put("worker", record)
+        if agent_cli:
+            evidence.turns = bind_turns(evidence.turns, evidence.worker_requests)
 
 
 CLI_EXECUTABLE = f"{READ_ONLY}/agents/cli"

@@ -83,7 +83,8 @@ async def _agent(s: TrialState) -> None:
 
 
 async def _stop_worker(s: TrialState) -> None:
-    await stop_worker(s.prepared.worker, s.owned, s.evidence)
+    agent_cli = s.context.agent.sha256 is not None
+    await stop_worker(s.prepared.worker, s.owned, s.evidence, agent_cli=agent_cli)
 
 
 async def _verification(s: TrialState) -> None:

@@ -34,9 +34,11 @@ class CliSettings:
     """The endpoint is the scripted model (scripted_model.py): turns use no worker request."""
 
 
-CliEnd = Literal["finished", "turn_limit", "worker_error", "worker_unreachable", "agent_crashed"]
+CliEnd = Literal[
+    "finished", "turn_limit", "token_limit", "worker_error", "worker_unreachable", "agent_crashed"
+]
 """How a CLI's own run ended, as its event stream says (the runner adds the wall limit,
-an unreadable stream and a breach of confinement)."""
+the turn cap it enforced, an unreadable stream and a breach of confinement)."""
 
 
 class CliOutputInvalid(Exception):
@@ -52,6 +54,10 @@ class CliTranscript:
 
 class CliAdapter(ABC):
     name: ClassVar[AgentName]
+    turn_end: ClassVar[bytes]
+    """What a line of the event stream holds when a turn has ended: the runner counts such
+    lines as they arrive and stops the CLI at the turn budget, whatever the CLI's own
+    step limit does (OpenCode 1.18.33's does not bound its compaction steps)."""
 
     @abstractmethod
     def prompt(self, task_prompt: str, test_command: list[str]) -> str:

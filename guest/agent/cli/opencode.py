@@ -140,6 +140,13 @@ def _events(stream: bytes) -> list[dict[str, Any]]:
     return events
 
 
+RECOVERED = frozenset({"ContextOverflowError"})
+"""Errors OpenCode 1.18.33 prints and goes on from: the worker refused a prompt longer
+than the context (`context_length_exceeded`, no step), and OpenCode compacts the session
+and asks again. A run that then ends normally ended normally; one that exits non-zero
+after them ran out of context (`token_limit`)."""
+
+
 class _Reader:
     """Folds the events into turns and calls, one step at a time."""
 
@@ -251,16 +258,19 @@ class _Reader:
         self.step_calls = []
 
     def end(self, exit_status: int, max_turns: int) -> CliEnd:
-        if self.errors:
-            names = {str(error.get("name")) for error in self.errors}
+        names = {str(error.get("name")) for error in self.errors} - RECOVERED
+        if names:
             return "worker_error" if names <= {"APIError"} else "agent_crashed"
         if exit_status != 0:
-            return "agent_crashed"
+            return "token_limit" if self.errors else "agent_crashed"
         return "turn_limit" if len(self.turns) >= max_turns else "finished"
 
 
 class OpenCode(CliAdapter):
     name: ClassVar[AgentName] = "opencode"
+    turn_end: ClassVar[bytes] = b'{"type":"step_finish",'
+    """How every `step_finish` line of 1.18.33 begins (JSON.stringify, `type` first); a
+    model's text cannot hold it (its quotes are escaped inside a string)."""
 
     def prompt(self, task_prompt: str, test_command: list[str]) -> str:
         return (

@@ -71,6 +71,8 @@ def cli_limits(meminfo: Path = Path("/proc/meminfo")) -> CgroupLimits:
 STREAM_CAP_BYTES = 16 << 20
 """More event stream than this is not a run the adapter reads (`cli_output_invalid`)."""
 _CHUNK = 1 << 20
+_POLL_S = 0.2
+"""How often the runner looks at the turn count while the CLI runs."""
 
 
 class ExecutableRefused(Exception):
@@ -99,12 +101,17 @@ def open_executable(path: Path, sha256: str) -> int:
 
 
 class _Stream:
-    """Drains a pipe in a thread; keeps at most `cap` bytes and says if there was more."""
+    """Drains a pipe in a thread; keeps at most `cap` bytes and says if there was more.
+    Counts the whole lines that begin with `turn_end`; `turn_cap` is set once there are
+    `max_turns` of them."""
 
-    def __init__(self, fd: int, cap: int) -> None:
+    def __init__(self, fd: int, cap: int, turn_end: bytes, max_turns: int) -> None:
         self.fd, self.cap = fd, cap
+        self.turn_end, self.max_turns = turn_end, max_turns
         self.data = bytearray()
         self.overflowed = False
+        self.turns, self._scanned = 0, 0
+        self.turn_cap = threading.Event()
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
@@ -114,7 +121,16 @@ class _Stream:
                 self.overflowed = True
             else:
                 self.data += chunk
+                self._count()
         os.close(self.fd)
+
+    def _count(self) -> None:
+        end = self.data.rfind(b"\n") + 1  # whole lines only
+        for line in bytes(self.data[self._scanned : end]).splitlines():
+            self.turns += line.startswith(self.turn_end)
+        self._scanned = max(self._scanned, end)
+        if self.turns >= self.max_turns:
+            self.turn_cap.set()
 
 
 def _preexec(sandbox: Sandbox, cgroup_fd: int) -> Callable[[], None]:
@@ -129,10 +145,13 @@ def _preexec(sandbox: Sandbox, cgroup_fd: int) -> Callable[[], None]:
 @dataclasses.dataclass(frozen=True)
 class CliExit:
     status: int | None
-    """None when the wall deadline killed it."""
+    """None when the runner killed it: at the wall deadline, or at the turn budget."""
     stream: bytes
+    """Whole lines only: what a kill cut mid-line is dropped."""
     overflowed: bool
     cgroup_end: CgroupEnd
+    turn_capped: bool = False
+    """It was killed because its stream showed the turn budget used up."""
 
 
 def spawn_confined(
@@ -143,8 +162,11 @@ def spawn_confined(
     sandbox: Sandbox,
     deadline_s: float,
     pass_fds: tuple[int, ...] = (),
+    turn_end: bytes = b"\0",
+    max_turns: int = 1 << 30,
 ) -> CliExit:
-    """Run `argv` as the agent's uid in a fresh cgroup; kill the cgroup when it ends."""
+    """Run `argv` as the agent's uid in a fresh cgroup; kill the cgroup when it ends, at
+    the deadline, or once `max_turns` lines beginning with `turn_end` have arrived."""
     limits = cli_limits() if sandbox.limits is not None else None
     group = create_call_cgroup(dataclasses.replace(sandbox, limits=limits))
     cgroup_fd = open_procs(group)
@@ -171,19 +193,29 @@ def spawn_confined(
         os.close(out_r)
         kill_and_confirm(group)
         raise
-    stream = _Stream(out_r, STREAM_CAP_BYTES)
-    try:
-        status: int | None = process.wait(timeout=deadline_s)
-    except subprocess.TimeoutExpired:
-        status = None
+    stream = _Stream(out_r, STREAM_CAP_BYTES, turn_end, max_turns)
+    status: int | None = None
+    until = time.monotonic() + deadline_s
+    while (left := until - time.monotonic()) > 0 and not stream.turn_cap.is_set():
+        try:
+            status = process.wait(timeout=min(left, _POLL_S))
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    capped = status is None and stream.turn_cap.is_set()
     end = kill_and_confirm(group)  # the CLI and everything its tools left, gone
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
     stream.thread.join(timeout=10)
-    return CliExit(status, bytes(stream.data), stream.overflowed, end)
+    data = bytes(stream.data)
+    if status is None:
+        data = data[: data.rfind(b"\n") + 1]
+    return CliExit(status, data, stream.overflowed, end, turn_capped=capped)
 
 
 def _category(exit_: CliExit, transcript: CliTranscript | None) -> AgentCategory:
+    if exit_.turn_capped and transcript is not None:
+        return "turn_limit"
     if exit_.status is None:
         return "wall_limit"
     if transcript is None:
@@ -216,6 +248,8 @@ def run_cli(
             sandbox=sandbox,
             deadline_s=settings.wall_deadline_s,
             pass_fds=(fd,),
+            turn_end=adapter.turn_end,
+            max_turns=settings.max_turns,
         )
     finally:
         os.close(fd)

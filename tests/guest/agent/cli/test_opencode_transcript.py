@@ -21,6 +21,7 @@ from guest.agent.cli.opencode import ERRORS, OpenCode, error_outcome, tool_name
 FIXTURES = Path(__file__).parent / "fixtures"
 SOLUTION = (FIXTURES / "opencode-1.18.33-solution.jsonl").read_bytes()
 REFUSALS = (FIXTURES / "opencode-1.18.33-refusals.jsonl").read_bytes()
+OVERFLOW = (FIXTURES / "opencode-1.18.33-overflow.jsonl").read_bytes()
 
 
 def _settings(*, scripted: bool = True, max_turns: int = 10) -> CliSettings:
@@ -101,6 +102,18 @@ def test_how_the_run_ended() -> None:
     assert _read(_stream([*events, error])).end == "worker_error"
     other = {"type": "error", "timestamp": 1, "error": {"name": "UnknownError", "data": {}}}
     assert _read(_stream([*events, error, other])).end == "agent_crashed"
+
+
+def test_a_context_overflow_opencode_recovers_from_is_no_crash() -> None:
+    """A real stream (SmolLM2 behind the worker, context 5,800 tokens): the worker refused
+    three prompts (`ContextOverflowError`, no step) and OpenCode compacted and went on."""
+    transcript = _read(OVERFLOW, scripted=False, max_turns=100)
+    assert len(transcript.turns) == 11 and len(transcript.tool_calls) == 3
+    assert transcript.end == "finished"
+    assert _read(OVERFLOW, status=1, scripted=False, max_turns=100).end == "token_limit"
+    error = {"type": "error", "timestamp": 1, "error": {"name": "UnknownError", "data": {}}}
+    mixed = _stream([*_events(OVERFLOW), error])
+    assert _read(mixed, scripted=False, max_turns=100).end == "agent_crashed"
 
 
 def test_a_stream_cut_by_a_kill_keeps_its_finished_steps() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from guest.agent.cli.adapter import CliSettings
 from guest.agent.cli.opencode import OpenCode
-from guest.agent.cli.run import ExecutableRefused, run_cli
+from guest.agent.cli.run import ExecutableRefused, run_cli, spawn_confined
 from guest.agent.cli.scripted_model import scripted_model
 from guest.agent.loop import AgentRun
 from guest.agent.policy import ScriptedPolicy
@@ -206,3 +206,28 @@ def test_an_executable_that_is_not_the_pinned_file_never_runs(
         _run(executable, workspace, FIXTURES / "solution-script.json",
              identity=AgentIdentity("opencode", OPENCODE.version, None))  # fmt: skip
     assert not _fixed(workspace)
+
+
+def test_the_runner_stops_a_cli_at_the_turn_budget(workspace: Path) -> None:
+    """A CLI whose own step limit does not hold (OpenCode's compaction steps): a stand-in
+    that prints step_finish lines forever, each written in two parts. The runner kills
+    it once the budget's count of whole lines has arrived, and keeps whole lines only."""
+    line = '{"type":"step_finish","part":{}}'
+    loop = f"while :; do printf '%s' '{line[:10]}'; sleep 0.05; printf '%s\\n' '{line[10:]}'; done"
+    with host_sandbox(workspace) as sandbox:
+        exit_ = spawn_confined(
+            ["/bin/sh", "-c", loop],
+            cwd=workspace,
+            env={"PATH": "/usr/bin:/bin"},
+            sandbox=sandbox,
+            deadline_s=60,
+            turn_end=OpenCode.turn_end,
+            max_turns=5,
+        )
+        left, _cgroup = finish(sandbox)
+    assert exit_.turn_capped and exit_.status is None
+    assert exit_.cgroup_end == "emptied" and left == 0
+    lines = exit_.stream.splitlines()
+    assert 5 <= len(lines) < 50  # stopped at the budget, not run on to the deadline
+    assert all(part == line.encode() for part in lines)
+    assert exit_.stream.endswith(b"\n")
