@@ -13,6 +13,7 @@ from harness.commands import (
     doctor,
     gc,
     image,
+    keygen,
     model,
     profiles,
     schema,
@@ -39,6 +40,7 @@ COMMANDS = (
     schema,
     suite,
     tasks,
+    keygen,
 )
 
 

@@ -31,6 +31,7 @@ from harness.dispatch import (
     read_ticket,
     receipts_dir,
 )
+from harness.receiptsign import add_sign_key_argument, sign_suite_receipt
 from harness.source import bind_source
 from harness.suite.executor import Executor
 from harness.suite.ledger import Capacity, Ledger
@@ -41,6 +42,7 @@ from harness.suite.spec import Suite, SuiteError, load_suite
 from harness.trial.diskfiles import REPO
 from receipts.audit.suite import audit_suite_and_read, audit_suite_bytes, read_suite_file
 from receipts.canonical import canonical
+from receipts.signing import KeyRefused, fingerprint, read_signer
 
 EXIT_OK, EXIT_USAGE, EXIT_INVALID = 0, 2, 4
 SUITES_DIR = REPO / "profiles" / "suites"
@@ -79,6 +81,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "named by every member's receipt; needs a clean checkout and --out outside it "
         "(default then: $XDG_STATE_HOME/harness/receipts)",
     )
+    add_sign_key_argument(run_p, "the suite receipt (and so every member digest)")
     run_p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     report_p = actions.add_parser("report", help="figures of a suite receipt, as JSON")
     report_p.add_argument(
@@ -181,6 +184,13 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("harness suite: the slurm executor is not in this build", file=sys.stderr)
         return EXIT_USAGE
+    signer = None
+    if args.sign_key is not None:
+        try:  # before any member runs
+            signer = read_signer(Path(args.sign_key))
+        except KeyRefused as exc:
+            print(f"harness suite: the signing key is refused: {exc.category}", file=sys.stderr)
+            return EXIT_USAGE
     executor_name: Literal["local", "slurm"] = "local" if args.executor == "local" else "slurm"
     suite_run = SuiteRun(suite, executor, executor_name, args.out or Path("receipts-out"))
     if args.dispatch is not None:
@@ -209,6 +219,9 @@ def run(args: argparse.Namespace) -> int:
         "max_concurrency": executor.max_running,
         "wall_s": round(wall_s, 1),
     }
+    if signer is not None and result.valid:
+        summary["signature"] = str(sign_suite_receipt(target, signer))
+        summary["signed_by"] = fingerprint(signer.public_key)
     if args.json:
         sys.stdout.write(canonical(summary).decode() + "\n")
     else:

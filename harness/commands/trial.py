@@ -31,6 +31,7 @@ import structlog
 from harness.dispatch import DispatchRefused, SuiteMembership, read_ticket, receipts_dir
 from harness.profiles import ProfileError, load_profile
 from harness.profiles.model import profile_contradiction
+from harness.receiptsign import add_sign_key_argument, sign_trial_receipt
 from harness.remedies import describe, fix_command
 from harness.trial.context import TrialOptions
 from harness.trial.gueststart import GuestStartRequest
@@ -41,6 +42,7 @@ from receipts.canonical import canonical
 from receipts.failure import FailureReason, failure_reason
 from receipts.records.agent import AgentName
 from receipts.records.trial import CancelSignal, Verdict
+from receipts.signing import KeyRefused, fingerprint, read_signer
 from receipts.vocabulary import AccelRequest, Backend, PlacementRequest
 
 EXIT_ACCEPTED, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_FAILED, EXIT_INVALID_RECEIPT = 0, 1, 2, 3, 4
@@ -123,6 +125,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="model | scripted:FILE (the harness's own loop) | opencode | opencode+scripted:FILE "
         "(the pinned OpenCode CLI, driven by the model or by the script)",
     )
+    add_sign_key_argument(parser, "the receipt")
     parser.add_argument(
         "--out",
         type=Path,
@@ -228,6 +231,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"harness trial: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    signer = None
+    if args.sign_key is not None:
+        try:  # before the trial: a key that cannot sign is a usage error, not a late one
+            signer = read_signer(Path(args.sign_key))
+        except KeyRefused as exc:
+            print(f"harness trial: the signing key is refused: {exc.category}", file=sys.stderr)
+            return EXIT_USAGE
     if args.dispatch is not None:
         try:
             read_ticket(args.dispatch)
@@ -258,6 +268,9 @@ def run(args: argparse.Namespace) -> int:
         result, stopped = asyncio.run(run_trial_with_signals(options, progress=LogProgress()))
     reason = _failure(result.receipt)
     remedy = reason.remedy if reason is not None else None
+    envelope = (
+        sign_trial_receipt(result.receipt, signer) if signer is not None and result.valid else None
+    )
     if args.json:
         sys.stdout.write(
             canonical(
@@ -271,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
                     "failed_category": reason.category if reason is not None else None,
                     "remedy": remedy,
                     "fix": fix_command(remedy, profile.name) if remedy is not None else None,
+                    "signature": str(envelope) if envelope is not None else None,
+                    "signed_by": fingerprint(signer.public_key) if envelope and signer else None,
                 }
             ).decode()
             + "\n"
@@ -282,6 +297,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"receipt     {result.receipt}")
         print(f"receipt id  {result.bundle.receipt_id}")
         print(f"zip sha256  {result.bundle.zip_sha256}")
+        if envelope is not None and signer is not None:
+            print(f"signature   {envelope}")
+            print(f"signed by   {fingerprint(signer.public_key)}")
     if not result.valid:
         return EXIT_INVALID_RECEIPT
     if stopped is not None:

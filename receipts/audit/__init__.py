@@ -34,15 +34,19 @@ ALL_RULES: tuple[str, ...] = (*CONTAINER_RULES, *SCHEMA_RULES, *(name for name, 
 """Every rule the audit applies, in the order it applies them."""
 
 
-def audit_bytes(data: bytes, disabled: frozenset[str] = frozenset()) -> AuditResult:
-    return audit_and_read(data, disabled)[0]
+def audit_bytes(
+    data: bytes, disabled: frozenset[str] = frozenset(), *, require_current: bool = False
+) -> AuditResult:
+    return audit_and_read(data, disabled, require_current=require_current)[0]
 
 
 def audit_and_read(
-    data: bytes, disabled: frozenset[str] = frozenset()
+    data: bytes, disabled: frozenset[str] = frozenset(), *, require_current: bool = False
 ) -> tuple[AuditResult, RecordSet | None]:
-    """The audit result and, when the receipt is valid, its records (for reports)."""
-    ctx = AuditContext(data=data, disabled=disabled)
+    """The audit result and, when the receipt is valid, its records (for reports).
+    `require_current`: a record of an older version than this harness writes is a
+    finding (`legacy_format`), for reviewers who accept no legacy format."""
+    ctx = AuditContext(data=data, disabled=disabled, require_current=require_current)
     entries = check_container(ctx)
     records = None
     if entries is not None:
@@ -67,6 +71,8 @@ def audit_and_read(
         failed_stage=reason.stage if reason is not None else None,
         failed_category=reason.category if reason is not None else None,
         remedy=reason.remedy if reason is not None else None,
+        signature="unsigned",
+        signed_by=None,
     )
     return result, records if result.valid else None
 
@@ -79,7 +85,9 @@ def audit_file(path: Path) -> AuditResult:
     return audit_and_read_file(path)[0]
 
 
-def audit_and_read_file(path: Path) -> tuple[AuditResult, RecordSet | None]:
+def audit_and_read_file(
+    path: Path, *, require_current: bool = False
+) -> tuple[AuditResult, RecordSet | None]:
     """`audit_and_read` of the ZIP at `path`, read as `audit_file` reads it."""
     with path.open("rb") as handle:
-        return audit_and_read(handle.read(MAX_ZIP_BYTES + 1))
+        return audit_and_read(handle.read(MAX_ZIP_BYTES + 1), require_current=require_current)

@@ -13,6 +13,7 @@ from receipts.agentclis import pinned
 from receipts.audit.context import AuditContext
 from receipts.claim import may_claim, void_from
 from receipts.cleanupset import missing_cleanup
+from receipts.formats import FORMATS, LEGACY
 from receipts.modelkey import converted_key, wheel_member_key
 from receipts.records import AgentRecord, ToolCallRecord, VerificationRecord
 from receipts.records.legacy import (
@@ -22,7 +23,7 @@ from receipts.records.legacy import (
     guest_start,
 )
 from receipts.records.trial import TrialRecord
-from receipts.recordset import KIND_BY_NAME, RecordSet
+from receipts.recordset import KIND_BY_NAME, RecordSet, classify_entry, record_entries
 from receipts.snapshotkey import snapshot_key
 from receipts.totals import agent_totals, worker_totals
 from receipts.verdict import derive_verdict, first_failed_stage, required_stages
@@ -214,6 +215,36 @@ def _versions(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> N
         ctx.add("consistency", "versions", "version_mismatch", "verification.json")
 
 
+def _format(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
+    """Every record is of the version the harness version named in `trial.json` writes
+    (receipts/formats.py): a receipt relabelled record by record as an older format is
+    refused at each relabelled entry. A version no row knows is refused at `trial.json`;
+    a legacy version (0.1.0) has no row and only the pairwise rules."""
+    version = trial.harness_version
+    if version in LEGACY:
+        return
+    row = FORMATS.get(version)
+    if row is None:
+        ctx.add("consistency", "format", "version_mismatch", "trial.json")
+        return
+    for name, record in record_entries(records).items():
+        found = classify_entry(name)
+        assert found is not None, "record_entries names only kinds"
+        if record.schema_id() != row[found[0].name]:
+            ctx.add("consistency", "format", "version_mismatch", name)
+
+
+def _require_current(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
+    """Only with `--require-current`: every record is of the version this harness writes."""
+    if not ctx.require_current:
+        return
+    for name, record in record_entries(records).items():
+        found = classify_entry(name)
+        assert found is not None, "record_entries names only kinds"
+        if not isinstance(record, found[0].model):
+            ctx.add("consistency", "require_current", "legacy_format", name)
+
+
 def _confinement(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
     """A run_tests call whose cgroup was not shown empty means agent code may have
     outlived it: the agent record must then name the breach (agent/2 and tool_call/2;
@@ -338,6 +369,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model_cache_key", _model_cache_key),
     ("verification_counts", _verification_counts),
     ("versions", _versions),
+    ("format", _format),
+    ("require_current", _require_current),
     ("confinement", _confinement),
     ("agent_identity", _agent_identity),
     ("oom", _oom),

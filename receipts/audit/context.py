@@ -19,6 +19,8 @@ _SAFE_NAME = re.compile(ENTRY_NAME_PATTERN)
 class AuditContext:
     data: bytes
     disabled: frozenset[str] = frozenset()
+    require_current: bool = False
+    """Refuse every record of an older version than this harness writes (`legacy_format`)."""
     findings: list[Finding] = field(default_factory=list)
     truncated: bool = False
 

@@ -13,6 +13,19 @@ from receipts.recordset import ENTRY_NAME_PATTERN
 from receipts.types import Index, Sha256Hex
 from receipts.vocabulary import Channel, Placement
 
+SignatureRefusal = Literal[
+    "signature_missing",
+    "signature_unreadable",
+    "signature_invalid",
+    "statement_invalid",
+    "subject_mismatch",
+    "predicate_mismatch",
+]
+"""Why a receipt checked against a key is not vouched for by it: no envelope beside it;
+an envelope that is not one (size, JSON, DSSE shape); no signature in it that the key
+verifies; a signed payload that is not our Statement; a Statement about other bytes; a
+predicate that says something the receipt's records do not."""
+
 AuditCategory = Literal[
     # container integrity
     "zip_malformed",
@@ -66,9 +79,18 @@ AuditCategory = Literal[
     "exclusion_inconsistent",
     "timing_inconsistent",
     "version_mismatch",
+    "legacy_format",
+    # the signature (only with a key to check it against: receipts/signing.py)
+    SignatureRefusal,
 ]
 
-Phase = Literal["integrity", "schema", "consistency"]
+SignatureState = Literal["unsigned", "signed", "refused"]
+"""`unsigned`: no key was given, so nothing was checked and nothing says who wrote the
+receipt; `signed`: the key given signed a Statement about exactly these bytes, which the
+records bear out (`signed_by` is the key's fingerprint); `refused`: a key was given and
+the finding says why it does not vouch for the receipt."""
+
+Phase = Literal["integrity", "schema", "consistency", "signature"]
 
 SafeEntryName = Annotated[str, StringConstraints(pattern=ENTRY_NAME_PATTERN)]
 
@@ -95,7 +117,7 @@ class AuditResult(Record):
     It is an output, never read back, so only its current version exists: `/3` (`/2`
     had no `accepted_unguarded` verdict and no `version_mismatch` finding)."""
 
-    schema_: Literal["harness.audit.result/5"] = Field("harness.audit.result/5", alias="schema")
+    schema_: Literal["harness.audit.result/6"] = Field("harness.audit.result/6", alias="schema")
     valid: bool
     zip_sha256: Sha256Hex
     receipt_id: Sha256Hex | None
@@ -109,6 +131,8 @@ class AuditResult(Record):
     failed_stage: Stage | None
     failed_category: FailureCategory | None
     remedy: Remedy | None
+    signature: SignatureState
+    signed_by: Sha256Hex | None
 
     @model_validator(mode="after")
     def _failure_is_whole(self) -> AuditResult:
@@ -116,4 +140,8 @@ class AuditResult(Record):
             raise ValueError("a failed stage and its category come together")
         if self.remedy is not None and self.failed_stage is None:
             raise ValueError("a remedy belongs to a failed stage")
+        if self.signature == "signed" and self.signed_by is None:
+            raise ValueError("a signed receipt names its signer")
+        if self.signature == "unsigned" and self.signed_by is not None:
+            raise ValueError("an unsigned receipt names no signer")
         return self

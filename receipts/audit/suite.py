@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError
 
 from receipts.audit import audit_and_read
 from receipts.audit.container import MAX_ZIP_BYTES
+from receipts.audit.findings import SignatureRefusal, SignatureState
 from receipts.bundle import zip_bytes
 from receipts.canonical import CanonicalError, parse_canonical
 from receipts.records import DispatchRecord
@@ -71,6 +72,9 @@ SuiteAuditCategory = Literal[
     "member_outside_suite",
     "member_dispatch_mismatch",
     "aggregate_mismatch",
+    "legacy_format",
+    # the signature, only with a key (receipts/audit/signature.py)
+    SignatureRefusal,
 ]
 
 
@@ -80,7 +84,7 @@ class SuiteFinding(Part):
 
 
 class SuiteAuditResult(Record):
-    schema_: Literal["harness.audit.suite/1"] = Field("harness.audit.suite/1", alias="schema")
+    schema_: Literal["harness.audit.suite/2"] = Field("harness.audit.suite/2", alias="schema")
     valid: bool
     zip_sha256: Sha256Hex
     suite_receipt_id: Sha256Hex | None
@@ -89,6 +93,9 @@ class SuiteAuditResult(Record):
     members_with_receipt: Count
     members_valid: Count
     findings: Annotated[tuple[SuiteFinding, ...], Field(max_length=20_000)]
+    signature: SignatureState
+    """As a trial audit's (receipts/audit/findings.py); `/2` added it and `signed_by`."""
+    signed_by: Sha256Hex | None
 
 
 def is_suite_receipt(path: Path) -> bool:
@@ -136,7 +143,9 @@ def _entries(data: bytes, findings: list[SuiteFinding]) -> dict[str, bytes] | No
     return entries
 
 
-def _record(entries: dict[str, bytes], findings: list[SuiteFinding]) -> AnySuiteRecord | None:
+def _record(
+    entries: dict[str, bytes], findings: list[SuiteFinding], require_current: bool = False
+) -> AnySuiteRecord | None:
     raw = entries.get(SUITE_RECORD_NAME)
     if raw is None:
         findings.append(SuiteFinding(category="suite_record_missing", member_id=None))
@@ -155,10 +164,13 @@ def _record(entries: dict[str, bytes], findings: list[SuiteFinding]) -> AnySuite
         findings.append(SuiteFinding(category="suite_record_invalid", member_id=None))
         return None
     try:
-        return model.model_validate_json(raw)
+        record = model.model_validate_json(raw)
     except ValidationError:
         findings.append(SuiteFinding(category="suite_record_invalid", member_id=None))
         return None
+    if require_current and not isinstance(record, SuiteRecord):
+        findings.append(SuiteFinding(category="legacy_format", member_id=None))
+    return record
 
 
 def dispatch_binds(record: AnySuiteRecord, member: SuiteMember, records: RecordSet) -> bool:
@@ -181,12 +193,14 @@ def dispatch_binds(record: AnySuiteRecord, member: SuiteMember, records: RecordS
 
 
 def audit_suite_and_read(
-    data: bytes,
+    data: bytes, *, require_current: bool = False
 ) -> tuple[SuiteAuditResult, AnySuiteRecord | None, dict[str, RecordSet]]:
-    """The result; and for a valid suite its record and each member's records by id."""
+    """The result; and for a valid suite its record and each member's records by id.
+    `require_current`: an older suite record is `legacy_format`, and each member is
+    audited so too (a member with a legacy record is `member_invalid`)."""
     findings: list[SuiteFinding] = []
     entries = _entries(data, findings)
-    record = _record(entries, findings) if entries is not None else None
+    record = _record(entries, findings, require_current) if entries is not None else None
     members_read: dict[str, RecordSet] = {}
     with_receipt = valid_members = 0
     if entries is not None and record is not None:
@@ -212,7 +226,7 @@ def audit_suite_and_read(
             if hashlib.sha256(blob).hexdigest() != member.zip_sha256:
                 add("member_digest_mismatch")
                 continue
-            member_result, records = audit_and_read(blob)
+            member_result, records = audit_and_read(blob, require_current=require_current)
             if not member_result.valid or records is None or records.trial is None:
                 add("member_invalid")
                 continue
@@ -254,14 +268,16 @@ def audit_suite_and_read(
         members_with_receipt=with_receipt,
         members_valid=valid_members,
         findings=tuple(findings[:20_000]),
+        signature="unsigned",
+        signed_by=None,
     )
     if not valid:
         return result, None, {}
     return result, record, members_read
 
 
-def audit_suite_bytes(data: bytes) -> SuiteAuditResult:
-    return audit_suite_and_read(data)[0]
+def audit_suite_bytes(data: bytes, *, require_current: bool = False) -> SuiteAuditResult:
+    return audit_suite_and_read(data, require_current=require_current)[0]
 
 
 def read_suite_file(path: Path) -> bytes:

@@ -39,7 +39,8 @@ def test_json_output_is_a_closed_canonical_result(valid_zip: Path) -> None:
     result = run("audit", "--json", str(valid_zip))
     assert result.returncode == 0
     payload = json.loads(result.stdout)
-    assert payload["schema"] == "harness.audit.result/5"
+    assert payload["schema"] == "harness.audit.result/6"
+    assert (payload["signature"], payload["signed_by"]) == ("unsigned", None)
     assert payload["failed_stage"] is payload["failed_category"] is payload["remedy"] is None
     assert payload["valid"] is True
     assert payload["derived_verdict"] == "accepted"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from harness.version import HARNESS_VERSION
 from receipts.modelkey import converted_key
 from receipts.records import (
     AgentRecord,
@@ -238,7 +239,7 @@ def accepted_model_trial() -> RecordSet:
     return RecordSet(
         trial=TrialRecord(
             trial_id="0123456789abcdef0123456789abcdef",
-            harness_version="0.1.0",
+            harness_version=HARNESS_VERSION,
             profile="tiny",
             task="py-off-by-one",
             policy="model",
@@ -336,7 +337,7 @@ def accepted_model_trial() -> RecordSet:
             category="finished",
             policy="model",
             agent="harness_loop",
-            agent_version="0.1.0",
+            agent_version=HARNESS_VERSION,
             agent_sha256=None,
             turns=2,
             tool_calls=2,
@@ -392,3 +393,18 @@ def accepted_scripted_trial() -> RecordSet:
 
 def with_changes(records: RecordSet, **changes: Any) -> RecordSet:
     return dataclasses.replace(records, **changes)
+
+
+LEGACY_VERSION = "0.1.0"
+"""The harness version of receipts from before formats were pinned (receipts/formats.py):
+a receipt of older record versions is one of those."""
+
+
+def legacy(records: RecordSet) -> RecordSet:
+    """The same records as a 0.1.0 harness would have claimed them (its loop at 0.1.0 too):
+    what a receipt mixing record versions must be to be read at all."""
+    assert records.trial is not None
+    changes: dict[str, Any] = {"trial": replace(records.trial, harness_version=LEGACY_VERSION)}
+    if records.agent is not None and getattr(records.agent, "agent", None) == "harness_loop":
+        changes["agent"] = replace(records.agent, agent_version=LEGACY_VERSION)
+    return with_changes(records, **changes)

@@ -19,13 +19,18 @@ from typing import Any
 from receipts.bundle import bundle_entries, manifest_for, zip_bytes, zip_info
 from receipts.canonical import canonical
 from receipts.recordset import MANIFEST_NAME, RecordSet
-from tests.receipts.builders import accepted_model_trial
+from tests.receipts.builders import accepted_model_trial, legacy
 
 _CENTRAL = b"PK\x01\x02"
 
 
 def good_entries() -> dict[str, bytes]:
     return bundle_entries(accepted_model_trial())
+
+
+def legacy_entries() -> dict[str, bytes]:
+    """good_entries() as a 0.1.0 receipt: where older record versions may stand."""
+    return bundle_entries(legacy(accepted_model_trial()))
 
 
 def forge(entries: Mapping[str, bytes], fix_manifest: bool = True) -> bytes:

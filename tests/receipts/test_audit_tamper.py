@@ -31,6 +31,7 @@ from tests.receipts.builders import (
     accepted_scripted_trial,
     cold_start,
     hoststate,
+    legacy,
     replace,
     with_changes,
 )
@@ -41,6 +42,8 @@ class Case:
     build: Callable[[], bytes]
     category: AuditCategory
     rule: str
+    require_current: bool = False
+    """Audit as `harness audit --require-current` does."""
 
 
 def _flipped_record_byte() -> bytes:
@@ -388,12 +391,42 @@ def _verification_inconsistent() -> bytes:
 def _verification_relabelled() -> bytes:
     """An in-process pass of a trial/4 receipt, its verification record relabelled as
     verification/3 so that the verdict would read `accepted`, not `accepted_unguarded`."""
-    records = accepted_model_trial()
+    records = legacy(accepted_model_trial())  # the pairwise rule: a 0.1.0 receipt's
     assert records.verification is not None
     current = with_changes(records, verification=replace(records.verification, judge="in_process"))
     entries = bundle_entries(current)
     return tamper.forge(
         tamper.edit_json(entries, "verification.json", schema="harness.receipt.verification/3")
+    )
+
+
+def _tool_call_relabelled(current: bool = True) -> Callable[[], bytes]:
+    """One tool call relabelled as tool_call/3 (its fields fit): no pairwise rule covers
+    it, only the format of the version the receipt claims (`current` False: 0.1.0's)."""
+
+    def build() -> bytes:
+        records = accepted_model_trial()
+        if not current:
+            records = legacy(records)
+        entries = bundle_entries(records)
+        return tamper.forge(
+            tamper.edit_json(
+                entries, "tool_calls/000000.json", schema="harness.receipt.tool_call/3"
+            )
+        )
+
+    return build
+
+
+def _unknown_harness_version() -> bytes:
+    records = accepted_model_trial()
+    assert records.trial is not None and records.agent is not None
+    return tamper.forge_records(
+        with_changes(
+            records,
+            trial=replace(records.trial, harness_version="9.9.9"),
+            agent=replace(records.agent, agent_version="9.9.9"),
+        )
     )
 
 
@@ -633,11 +666,19 @@ CASES: dict[str, Case] = {
         _verification_inconsistent, "verification_inconsistent", "verification_counts"
     ),
     "version_mismatch": Case(_verification_relabelled, "version_mismatch", "versions"),
+    "record_relabelled": Case(_tool_call_relabelled(), "version_mismatch", "format"),
+    "unknown_harness_version": Case(_unknown_harness_version, "version_mismatch", "format"),
+    "legacy_under_require_current": Case(
+        _tool_call_relabelled(current=False),
+        "legacy_format",
+        "require_current",
+        require_current=True,
+    ),
     "confinement_inconsistent": Case(
         _confinement_inconsistent, "confinement_inconsistent", "confinement"
     ),
     "loop_of_another_version": Case(
-        _agent_identity(agent_version="0.2.0"), "version_mismatch", "agent_identity"
+        _agent_identity(agent_version="0.3.0"), "version_mismatch", "agent_identity"
     ),
     "cli_not_pinned": Case(
         _agent_identity(agent="opencode", agent_version="1.18.33", agent_sha256="0" * 64),
@@ -675,8 +716,11 @@ CASES: dict[str, Case] = {
 }
 
 
-def _categories(data: bytes, disabled: frozenset[str] = frozenset()) -> set[str]:
-    return {finding.category for finding in audit_bytes(data, disabled).findings}
+def _categories(
+    data: bytes, disabled: frozenset[str] = frozenset(), *, require_current: bool = False
+) -> set[str]:
+    result = audit_bytes(data, disabled, require_current=require_current)
+    return {finding.category for finding in result.findings}
 
 
 @pytest.fixture(scope="module")
@@ -686,7 +730,7 @@ def tampered() -> dict[str, bytes]:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_tamper_is_refused_with_its_category(name: str, tampered: dict[str, bytes]) -> None:
-    result = audit_bytes(tampered[name])
+    result = audit_bytes(tampered[name], require_current=CASES[name].require_current)
     assert not result.valid
     assert CASES[name].category in {f.category for f in result.findings}
     assert (
@@ -704,7 +748,10 @@ def test_tamper_is_refused_with_its_category(name: str, tampered: dict[str, byte
 def test_rule_is_load_bearing(name: str, tampered: dict[str, bytes]) -> None:
     """Mutation control: with its rule disabled, the tamper test above would fail."""
     case = CASES[name]
-    assert case.category not in _categories(tampered[name], frozenset({case.rule}))
+    disabled = frozenset({case.rule})
+    assert case.category not in _categories(
+        tampered[name], disabled, require_current=case.require_current
+    )
 
 
 def test_every_rule_has_a_tamper_case() -> None:
@@ -716,6 +763,24 @@ def test_untampered_receipts_are_valid() -> None:
         result = audit_bytes(bundle_bytes(records))
         assert result.valid, result.findings
         assert result.derived_verdict == "accepted"
+
+
+def test_a_receipt_of_the_current_version_is_valid_and_current() -> None:
+    """The untampered form of the format cases, with and without --require-current."""
+    data = bundle_bytes(accepted_model_trial())
+    for require_current in (False, True):
+        result = audit_bytes(data, require_current=require_current)
+        assert result.valid, result.findings
+
+
+def test_a_legacy_receipt_with_a_mixed_format_is_read_unless_current_is_required() -> None:
+    """What the legacy version still allows, and what --require-current refuses."""
+    data = _tool_call_relabelled(current=False)()
+    assert audit_bytes(data).valid
+    result = audit_bytes(data, require_current=True)
+    assert [(f.category, f.entry) for f in result.findings] == [
+        ("legacy_format", "tool_calls/000000.json")
+    ]
 
 
 def test_a_pinned_cli_as_the_agent_is_valid() -> None:

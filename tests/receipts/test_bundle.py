@@ -32,9 +32,9 @@ from tests.receipts.builders import accepted_model_trial, replace
 
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
-# update it in the same commit and say why (last: agent/3 and tool_call/4, the agent
-# record naming its agent: `harness_loop` at 0.1.0).
-GOLDEN_ZIP_SHA256 = "8b36ca9a9040ba4213ce5e7309bbd9459a040470309c593ab6c7a1d907abe0c1"
+# update it in the same commit and say why (last: the builders claim the harness version
+# itself, 0.2.0, the first with a pinned format: receipts/formats.py).
+GOLDEN_ZIP_SHA256 = "afc7eceec2fbc88b2845355463a00e7f146a13c45fe24fdfaca736a3ef544538"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ V2_SAMPLE = {
 
 
 def _with_memory(body: dict[str, object]) -> bytes:
-    entries = tamper.good_entries()
+    entries = tamper.legacy_entries()
     entries["memory.json"] = canonical(body)
     return tamper.forge(entries)
 

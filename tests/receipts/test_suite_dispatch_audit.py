@@ -144,3 +144,13 @@ def test_an_older_suite_record_still_audits() -> None:
     assert isinstance(read, SuiteRecordV1) and suite_dispatch(read) is None
     old["dispatch_sha256"] = None
     assert categories(raw_zip(old, blobs)) == ["suite_record_invalid"]
+
+
+def test_require_current_refuses_an_older_suite_record() -> None:
+    record, blobs = dispatched_suite((None, None), ticket=None)
+    assert audit_suite_and_read(suite_zip(record, blobs), require_current=True)[0].valid
+    old = record.to_json()
+    del old["dispatch_sha256"]
+    old["schema"] = "harness.receipt.suite/1"
+    result, _, _ = audit_suite_and_read(raw_zip(old, blobs), require_current=True)
+    assert [f.category for f in result.findings] == ["legacy_format"]

@@ -29,7 +29,7 @@ def _v1() -> dict[str, object]:
 
 
 def _with_request(body: dict[str, object]) -> bytes:
-    entries = tamper.good_entries()
+    entries = tamper.legacy_entries()
     entries[ENTRY] = canonical(body)
     return tamper.forge(entries)
 

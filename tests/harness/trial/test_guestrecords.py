@@ -23,6 +23,7 @@ from harness.trial.guestrecords import (
     unread_verification_record,
 )
 from harness.trial.guestrecords import read_agent_output as read_launched
+from harness.version import HARNESS_VERSION
 from receipts.agentclis import AgentIdentity
 from receipts.canonical import canonical
 from receipts.records.hostreading import HOST_READINGS
@@ -30,7 +31,7 @@ from receipts.recordset import RecordSet
 from tests.harness.trial.guestfakes import agent_file
 from tests.receipts.builders import accepted_model_trial
 
-LOOP = AgentIdentity.harness_loop("0.1.0")
+LOOP = AgentIdentity.harness_loop(HARNESS_VERSION)
 """What the host launched in these tests (the builders' agent record names it)."""
 
 
@@ -164,7 +165,7 @@ def test_unread_agent_record_names_the_failure_with_nothing_counted(reading: str
     assert (record.turns, record.tool_calls, record.prompt_tokens_total) == (0, 0, 0)
     assert (record.agent, record.agent_version, record.agent_sha256) == (
         "harness_loop",
-        "0.1.0",
+        HARNESS_VERSION,
         None,
     )
     assert unread_agent_record("scripted", LOOP).category == "records_invalid"

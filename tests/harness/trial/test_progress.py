@@ -87,6 +87,7 @@ def test_drawn_only_on_a_terminal_and_never_with_json(
         guest_start="snapshot",
         dispatch=None,
         suite_member=None,
+        sign_key=None,
         json=json_output,
     )
     with pytest.raises(SystemExit):
