@@ -217,7 +217,8 @@ async def test_a_hostile_solution_fails_verification(
     records = _records(result)
     assert (result.valid, result.verdict) == (True, "task_incomplete"), _why(result)
     assert records.agent is not None and records.agent.agent == agent
-    assert [(c.tool, c.outcome) for c in records.tool_calls] == [("write", "ok")]
+    finish = [("finish", "ok")] if agent == "harness_loop" else []  # OpenCode: a text answer
+    assert [(c.tool, c.outcome) for c in records.tool_calls] == [("write", "ok"), *finish]
     verification = records.verification
     assert verification is not None
     assert (verification.result, verification.judge) == ("failed", "split")
