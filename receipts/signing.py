@@ -55,6 +55,8 @@ ENVELOPE_SUFFIX = ".dsse.json"
 MAX_ENVELOPE_BYTES = 64 << 10
 """An envelope of one statement and a few signatures is about 1.5 KB."""
 MAX_SIGNATURES = 8
+MAX_KEY_BYTES = 16 << 10
+"""A PEM Ed25519 private key is 119 bytes; anything much larger is not one."""
 
 KeyFailure = Literal["key_unreadable", "key_not_ed25519", "key_unsafe_permissions"]
 
@@ -197,7 +199,7 @@ def read_signer(path: Path) -> CryptoSigner:
             raise KeyRefused("key_unreadable")
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise KeyRefused("key_unsafe_permissions")
-        data = handle.read(MAX_ENVELOPE_BYTES)
+        data = handle.read(MAX_KEY_BYTES)
     try:
         private = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
