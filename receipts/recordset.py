@@ -33,11 +33,13 @@ from receipts.records.legacy import (
     AnyDispatchRecord,
     AnyHostStateRecord,
     AnyMemoryRecord,
+    AnyModelRecord,
     AnyToolCallRecord,
     AnyTrialRecord,
     AnyVerificationRecord,
     AnyVerifierVmRecord,
     AnyVmRecord,
+    AnyWorkerRecord,
     AnyWorkerRequestRecord,
 )
 from receipts.records.memory import MemoryRecord
@@ -54,14 +56,14 @@ class RecordSet:
     preflight: PreflightRecord | None = None
     source: SourceRecord | None = None
     dispatch: AnyDispatchRecord | None = None
-    model: ModelRecord | None = None
+    model: AnyModelRecord | None = None
     image: ImageRecord | None = None
     vm: AnyVmRecord | None = None
     verifier_vm: AnyVerifierVmRecord | None = None
     """The pristine second guest the hidden tests ran in (absent in receipts of harnesses
     that verified inside the agent's guest)."""
     gate: GateRecord | None = None
-    worker: WorkerRecord | None = None
+    worker: AnyWorkerRecord | None = None
     agent: AnyAgentRecord | None = None
     verification: AnyVerificationRecord | None = None
     hoststate: AnyHostStateRecord | None = None

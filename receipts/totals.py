@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from receipts.records.agent import AgentTurnRecord
-    from receipts.records.legacy import AnyToolCallRecord, WorkerRequestRecordV1
-    from receipts.records.worker import WorkerRequestRecord
+    from receipts.records.legacy import AnyToolCallRecord, AnyWorkerRequestRecord
 
 
 class WorkerTotals(TypedDict):
@@ -34,7 +33,7 @@ class AgentTotals(TypedDict):
 
 
 def worker_totals(
-    requests: Sequence[WorkerRequestRecord | WorkerRequestRecordV1],
+    requests: Sequence[AnyWorkerRequestRecord],
 ) -> WorkerTotals:
     """The worker record's counts: what its request records show happened."""
     return WorkerTotals(

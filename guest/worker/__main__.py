@@ -118,6 +118,18 @@ def parser(prog: str = "python -m guest.worker") -> argparse.ArgumentParser:
         help="longest string a tool-call argument may hold",
     )
     s.add_argument(
+        "--max-array-items",
+        type=_positive,
+        default=Limits.max_array_items,
+        help="most items a tool-call array may hold",
+    )
+    s.add_argument(
+        "--max-text-chars",
+        type=_positive,
+        default=Limits.max_text_chars,
+        help="longest text answer (in the tool grammar's units) beside tools",
+    )
+    s.add_argument(
         "--max-connections",
         type=_positive,
         default=ConnectionLimits.max_connections,
@@ -188,7 +200,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m guest.worker") ->
         EngineConfig(args.request_floor, args.runtime_guard, args.max_tokens),
         factory,
     )
-    limits = Limits(max_string_chars=args.max_string_chars)
+    limits = Limits(
+        max_string_chars=args.max_string_chars,
+        max_array_items=args.max_array_items,
+        max_text_chars=args.max_text_chars,
+    )
     model_id = args.model_id or f"gguf-{model.sha256[:12]}"
     chat = ChatEndpoint(
         engine,

@@ -409,6 +409,8 @@ class ChatEndpoint:
             received=received,
             stop=stop_strings(request),
             max_string_chars=self.config.limits.max_string_chars,
+            max_array_items=self.config.limits.max_array_items,
+            max_text_chars=self.config.limits.max_text_chars,
         )
 
     def _execute(self, job: Job) -> JobResult:
@@ -552,6 +554,7 @@ class ChatEndpoint:
                 decode_ms=result.decode_ms,
                 min_headroom_bytes=result.min_headroom_bytes,
                 duration_ms=int((time.monotonic() - received) * 1000),
+                cut=result.cut,
             )
         )
         log.info(

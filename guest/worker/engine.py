@@ -29,12 +29,13 @@ from guest.worker.memory import HeadroomReader, HeadroomUnread
 from guest.worker.prompt import PromptRenderer, TemplateError
 from guest.worker.textstream import StopStrings, TextStreamer
 from guest.worker.toolcall import InvalidModelOutput, ParsedCall, parse_tool_call
-from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN
+from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN, text_units
 from guest.worker.vocab import VocabInfo, vocab_info
 from receipts.records.worker import (
     Admission,
     ConstraintBackend,
     DecidingScope,
+    RequestCut,
     RequestOutcome,
     ToolsRendering,
     WorkerErrorCode,
@@ -75,6 +76,11 @@ class Job:
     """OpenAI `stop` strings: they end a text answer, never a tool call."""
     max_string_chars: int | None = None
     """The grammar's string cap: a call with a string that long is refused (toolcall.py)."""
+    max_array_items: int | None = None
+    """The grammar's array cap: a call with an array that long is refused (toolcall.py)."""
+    max_text_chars: int | None = None
+    """The tool grammar's cap on a text answer, in its units (toolgrammar.text_units): a
+    text that reached it was cut there, so it finishes `length`."""
 
 
 @dataclass
@@ -98,6 +104,14 @@ class JobResult:
     completion_tokens: int = 0
     time_to_first_token_ms: int | None = None
     decode_ms: int = 0
+    cut: RequestCut | None = None
+
+
+_CAP_REFUSAL: Final[dict[str, tuple[WorkerErrorCode, RequestCut]]] = {
+    "string_at_cap": ("tool_argument_too_long", "tool_string_chars"),
+    "array_at_cap": ("tool_argument_too_many_items", "tool_array_items"),
+}
+"""A call refused because the grammar's cap may have cut it: its code and the cap."""
 
 
 class _Aborted(Exception):
@@ -320,6 +334,7 @@ class Engine:
         reason = cancel.reason or "shutdown"
         result.outcome, result.error_code, result.http_status = _CANCEL_OUTCOME[reason]
         result.finish_reason, result.text, result.call = None, None, None
+        result.cut = None
         return result
 
     def _sample(self, logits: npt.NDArray[np.float32], job: Job, rng: np.random.Generator) -> int:
@@ -433,6 +448,7 @@ class Engine:
                 finish = "stop"
             elif result.completion_tokens >= max_tokens:
                 finish = "length"
+                result.cut = "max_tokens"
             else:
                 self._decode_one(token, job.cancel)
         result.decode_ms = int((time.monotonic() - (first or time.monotonic())) * 1000)
@@ -444,21 +460,29 @@ class Engine:
         text = out.decode("utf-8", errors="replace")
         if finish == "tool_calls":
             try:
-                result.call = parse_tool_call(text, job.validators, job.max_string_chars)
+                result.call = parse_tool_call(
+                    text, job.validators, job.max_string_chars, job.max_array_items
+                )
             except InvalidModelOutput as exc:
                 result.outcome, result.http_status = "invalid_model_output", 502
-                result.error_code = (
-                    "tool_argument_too_long"
-                    if exc.reason == "string_at_cap"
-                    else "invalid_model_output"
+                result.error_code, result.cut = _CAP_REFUSAL.get(
+                    exc.reason, ("invalid_model_output", None)
                 )
                 return
             result.outcome, result.http_status, result.finish_reason = "tool_calls", 200, finish
             return
         if job.grammars is not None and text.startswith(CALL_OPEN):
             # A call cut by max_tokens: not valid text and not a valid call.
+            result.cut = "max_tokens"
             result.outcome, result.http_status, result.finish_reason = "length", 200, "length"
             result.text = None
             return
+        if (
+            job.tools is not None
+            and job.grammars is not None  # only a tool grammar caps a text answer
+            and job.max_text_chars is not None
+            and text_units(text) >= job.max_text_chars
+        ):
+            finish, result.cut = "length", "text_chars"
         result.outcome, result.http_status, result.finish_reason = finish, 200, finish
         result.text = text

@@ -42,6 +42,7 @@ MESSAGES: Final[dict[str, str]] = {
     "invalid_model_output": "The model produced output that failed validation.",
     "constraint_unavailable": "The output constraint could not be built.",
     "tool_argument_too_long": "A tool-call string reached the worker's length cap.",
+    "tool_argument_too_many_items": "A tool-call array reached the worker's item cap.",
     "internal_error": "Internal error.",
     "not_found": "No such endpoint.",
     "method_not_allowed": "Method not allowed.",

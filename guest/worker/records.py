@@ -2,7 +2,10 @@
 
 Kept in memory for `GET /v1/harness/records` and, when a file is given, appended as
 canonical JSON lines as each request ends, so a worker that dies still leaves what it
-had recorded. No prompt or output text is ever part of a record.
+had recorded. No prompt or output text is ever part of a record. A connection the server
+refused before any request on it reached the chat endpoint is one
+`WorkerConnectionLine` in the same file (so both placements carry it back with the
+request records); the host counts them into the worker record.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import threading
 from pathlib import Path
 
 from receipts.canonical import canonical
-from receipts.records.worker import WorkerRequestRecord
+from receipts.records.worker import ConnectionRefusal, WorkerConnectionLine, WorkerRequestRecord
 
 MAX_RECORDS = 999_999
 
@@ -42,6 +45,13 @@ class RecordLog:
             if self._fd is not None:
                 os.write(self._fd, line)
         return record
+
+    def refused(self, refusal: ConnectionRefusal) -> None:
+        """Append one refused connection's line (server.py calls it on the event loop)."""
+        line = WorkerConnectionLine(refusal=refusal).canonical_bytes() + b"\n"
+        with self._lock:
+            if self._fd is not None:
+                os.write(self._fd, line)
 
     def snapshot(self) -> list[WorkerRequestRecord]:
         with self._lock:

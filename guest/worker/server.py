@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -36,6 +37,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from guest.worker.app import ChatEndpoint, build_app
 from guest.worker.errors import HttpErrorCode, error_body
+from receipts.records.worker import ConnectionRefusal
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,10 @@ def raw_json_response(status: int, code: HttpErrorCode) -> bytes:
 
 
 class JsonErrorH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, with framing errors answered as JSON (then closed)."""
+    """uvicorn's h11 protocol, with framing errors answered as JSON (then closed), and
+    every connection it refuses so recorded (`on_refusal`: no request record can say)."""
+
+    on_refusal: Callable[[ConnectionRefusal], None] = staticmethod(lambda _refusal: None)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,6 +101,7 @@ class JsonErrorH11Protocol(H11Protocol):
         self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
         self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
         self.transport.close()
+        self.on_refusal("unframed")
 
 
 class GuardedH11Protocol(JsonErrorH11Protocol):
@@ -120,6 +126,7 @@ class GuardedH11Protocol(JsonErrorH11Protocol):
             self._refused = True
             transport.write(raw_json_response(503, "too_many_connections"))
             transport.close()
+            self.on_refusal("over_limit")
             return
         self._arm("headers", self.limits.header_timeout_s)
 
@@ -167,12 +174,20 @@ class GuardedH11Protocol(JsonErrorH11Protocol):
         )
         if not answered:
             self.transport.write(raw_json_response(408, "request_timeout"))
+            self.on_refusal("header_timeout" if phase == "headers" else "body_timeout")
         self.transport.close()
 
 
-def protocol_for(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
-    """The protocol class uvicorn instantiates per connection, bound to *limits*."""
-    return type("WorkerH11Protocol", (GuardedH11Protocol,), {"limits": limits})
+def protocol_for(
+    limits: ConnectionLimits,
+    on_refusal: Callable[[ConnectionRefusal], None] | None = None,
+) -> type[GuardedH11Protocol]:
+    """The protocol class uvicorn instantiates per connection, bound to *limits* and to
+    where its refusals are recorded."""
+    bound: dict[str, Any] = {"limits": limits}
+    if on_refusal is not None:
+        bound["on_refusal"] = staticmethod(on_refusal)
+    return type("WorkerH11Protocol", (GuardedH11Protocol,), bound)
 
 
 class WorkerServer(uvicorn.Server):
@@ -231,7 +246,7 @@ def serve(
     limits = limits or ConnectionLimits()
     config = uvicorn.Config(
         build_app(chat),
-        http=protocol_for(limits),
+        http=protocol_for(limits, chat.records.refused),
         ws="none",
         lifespan="off",
         log_config=None,

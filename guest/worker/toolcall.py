@@ -7,7 +7,9 @@ replaced by a guess. `arguments` goes out as a JSON string, as the OpenAI API de
 
 A string the grammar had to stop at its cap (`Limits.max_string_chars`, where the
 schema allows more) may have been cut mid-thought: a call holding a string that long
-is refused as `tool_argument_too_long`, never returned shortened. One grammar unit is
+is refused as `tool_argument_too_long`, never returned shortened; an array the grammar
+stopped at its item cap (`Limits.max_array_items`) likewise, as
+`tool_argument_too_many_items`. One grammar unit is
 one code point (the grammar has no surrogate escapes), so `len` measures what it counted.
 The body is read by `receipts.strictjson`, the one definition of strict JSON; every way
 it refuses is `json_invalid` here.
@@ -26,7 +28,13 @@ from guest.worker.toolgrammar import CALL_CLOSE, CALL_OPEN
 from receipts.strictjson import StrictJsonError, loads_strict
 
 InvalidReason = Literal[
-    "not_tagged", "json_invalid", "shape", "unknown_tool", "schema", "string_at_cap"
+    "not_tagged",
+    "json_invalid",
+    "shape",
+    "unknown_tool",
+    "schema",
+    "string_at_cap",
+    "array_at_cap",
 ]
 
 
@@ -67,13 +75,25 @@ def longest_string(value: Any) -> int:
     return 0
 
 
+def longest_array(value: Any) -> int:
+    """The length of the longest array anywhere in *value*."""
+    if isinstance(value, dict):
+        return max((longest_array(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((len(value), *(longest_array(v) for v in value)))
+    return 0
+
+
 def parse_tool_call(
-    text: str, validators: dict[str, Validator], max_string_chars: int | None = None
+    text: str,
+    validators: dict[str, Validator],
+    max_string_chars: int | None = None,
+    max_array_items: int | None = None,
 ) -> ParsedCall:
     """The call in *text* (`<tool_call>\\n{...}\\n</tool_call>`), validated, or raise.
 
     *max_string_chars*: the grammar's string cap; a string that reached it is
-    `string_at_cap` (module docstring)."""
+    `string_at_cap`; *max_array_items*: its array cap, `array_at_cap` (module docstring)."""
     head, tail = CALL_OPEN + "\n", "\n" + CALL_CLOSE
     if not (text.startswith(head) and text.endswith(tail)) or len(text) < len(head + tail):
         raise InvalidModelOutput("not_tagged")
@@ -94,6 +114,8 @@ def parse_tool_call(
         raise InvalidModelOutput("schema")
     if max_string_chars is not None and longest_string(arguments) >= max_string_chars:
         raise InvalidModelOutput("string_at_cap")
+    if max_array_items is not None and longest_array(arguments) >= max_array_items:
+        raise InvalidModelOutput("array_at_cap")
     try:
         encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
         encoded.encode("utf-8")

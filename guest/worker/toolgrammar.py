@@ -57,6 +57,31 @@ def text_without(pattern: str, max_units: int) -> GNode:
     return Terminal(Seq((Rep(unit, 0, max_units), Rep(prefix_any, 0, 1))))
 
 
+def text_units(text: str, pattern: str = CALL_OPEN) -> int:
+    """How many of `text_without(pattern, ...)`'s units *text* is, so that the worker can
+    tell a text the grammar stopped at its cap from one the model ended.
+
+    A unit is one character other than `<`, or a run of proper prefixes of *pattern*
+    ended by a character that continues neither the prefix nor a new one (counted once,
+    as the grammar counts it); a proper prefix left at the end is no unit. The split is
+    unique: at a `<`, the longest prefix of *pattern* is read, and the character after
+    it either starts the next prefix (`<`) or ends the unit.
+    """
+    units, i, n = 0, 0, len(text)
+    while i < n:
+        if text[i] != "<":
+            units, i = units + 1, i + 1
+            continue
+        while i < n and text[i] == "<":
+            k = 1
+            while k < len(pattern) - 1 and i + k < n and text[i + k] == pattern[k]:
+                k += 1
+            i += k
+        if i < n:
+            units, i = units + 1, i + 1
+    return units
+
+
 def build_tool_grammars(
     tools: list[ToolSpec],
     mode: Mode,

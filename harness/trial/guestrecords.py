@@ -18,8 +18,9 @@ parse would let a partial file pass for a complete count.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import ValidationError
 
@@ -34,6 +35,7 @@ from receipts.records import (
 from receipts.records.hostreading import HOST_READINGS, HostReading, VerifierHostReading
 from receipts.records.trial import Policy
 from receipts.records.verification import VERIFICATION_HOST_READINGS
+from receipts.records.worker import ConnectionRefusals, WorkerConnectionLine
 from receipts.strictjson import JsonValue, StrictJsonError, StrictJsonKind, loads_strict
 from receipts.totals import agent_totals
 
@@ -121,17 +123,38 @@ def read_verification(data: bytes) -> VerificationRecord:
 
 
 def read_request_lines(data: bytes) -> tuple[WorkerRequestRecord, ...]:
-    """The worker's request records, one JSON object per line (blank lines skipped)."""
+    """The worker's request records, one JSON object per line (blank lines skipped);
+    its connection lines are checked too, and counted by `connection_refusals`."""
+    return read_worker_lines(data)[0]
+
+
+def connection_refusals(data: bytes) -> ConnectionRefusals:
+    """The connections the worker's server refused, counted by cause from its lines."""
+    return read_worker_lines(data)[1]
+
+
+def read_worker_lines(data: bytes) -> tuple[tuple[WorkerRequestRecord, ...], ConnectionRefusals]:
+    """Every line of the worker's records file: a strict, closed request record or
+    connection line, or `GuestOutputInvalid` for the whole file."""
     records: list[WorkerRequestRecord] = []
+    refusals: Counter[str] = Counter()
     for line in data.splitlines():
         if not line.strip():
             continue
-        strict_object(line)
+        fields = strict_object(line)
         try:
-            records.append(WorkerRequestRecord.model_validate_json(line))
+            if fields.get("schema") == WorkerConnectionLine.schema_id():
+                refusals[WorkerConnectionLine.model_validate_json(line).refusal] += 1
+            else:
+                records.append(WorkerRequestRecord.model_validate_json(line))
         except ValidationError:
             raise GuestOutputInvalid("schema_invalid") from None
-    return tuple(records)
+    counts = {name: refusals[name] for name in ConnectionRefusals.model_fields}
+    return tuple(records), ConnectionRefusals(**counts)
+
+
+NO_REFUSALS: Final = ConnectionRefusals(over_limit=0, header_timeout=0, body_timeout=0, unframed=0)
+"""The counts of a worker whose lines were not read (its category says why)."""
 
 
 def unread_agent_record(

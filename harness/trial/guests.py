@@ -13,6 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from harness.profiles import Profile
 from harness.trial.evidence import StageFailed
@@ -28,6 +29,8 @@ from receipts.records import VerifierVmRecord, VmRecord
 from receipts.records.hostreading import GuestCommandFailure
 from receipts.records.vm import VerifierPrepared, VmCategory
 from receipts.vocabulary import Backend
+
+R = TypeVar("R", VmRecord, VerifierVmRecord)
 
 
 class Guest:
@@ -99,6 +102,13 @@ class Guest:
             await asyncio.sleep(0.05)
         return not vm.alive()
 
+    def ended(self, record: R) -> R:
+        """This guest's `record`, completed with how its QEMU ended: call it once the
+        guest's `qemu_process` was released (its QEMU stopped and, by the qemu backend,
+        reaped). Every other field stays as it was read."""
+        vm = self.handle.vm if self.handle is not None else None
+        return record.ended(vm.qemu_end() if vm is not None else None)
+
     async def disk_full(self) -> bool:
         """After a stage failed in this guest: if its disk is full, that names the failure
         (`guest_disk_full`, a VM category). Only a probe that read `full` decides."""
@@ -122,7 +132,8 @@ class Guests:
     agent: Guest = field(default_factory=Guest)
     verifier: Guest = field(default_factory=Guest)
     agent_final: VmRecord | None = None
-    """The agent guest's record, once read before that guest was released early."""
+    """The agent guest's record, once read before that guest was released early (its
+    QEMU's end is added at teardown, `Guest.ended`)."""
     verifier_started: bool = False
     """Whether the verification guest was attempted: then it has a record, even when its
     cgroup could not be made (no handle)."""

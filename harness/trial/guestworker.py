@@ -34,7 +34,12 @@ from harness.trial.guestcmd import (
     gated_command,
     parse_gate_line,
 )
-from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines
+from harness.trial.guestrecords import (
+    NO_REFUSALS,
+    GuestOutputInvalid,
+    connection_refusals,
+    read_request_lines,
+)
 from harness.trial.owned import Owner
 from harness.trial.worker import (
     ReadyLine,
@@ -278,7 +283,10 @@ def guest_worker_record(
     elif worker.exited_early:
         category = "worker_exited"
     end = WorkerEnd(worker.oom_kills, worker.peak_bytes, worker.load_ms, worker.started)
-    return summary_record("guest", category, worker.model_sha256, requests, end)
+    refusals = NO_REFUSALS
+    if worker.records_raw is not None and not worker.records_invalid:
+        refusals = connection_refusals(worker.records_raw)
+    return summary_record("guest", category, worker.model_sha256, requests, end, refusals=refusals)
 
 
 class GuestWorker(Worker):

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.profiles import Profile
-from harness.trial.guestrecords import GuestOutputInvalid, read_request_lines
+from harness.trial.guestrecords import (
+    NO_REFUSALS,
+    GuestOutputInvalid,
+    connection_refusals,
+    read_request_lines,
+)
 from harness.trial.owned import Owner, cgroup_release
 from harness.trial.worker import (
     Worker,
@@ -42,7 +47,7 @@ from host.procfs import process_running
 from host.release import CleanupResult, remove_files
 from host.runtime import GuestRuntime
 from receipts.records import WorkerRecord, WorkerRequestRecord
-from receipts.records.worker import WorkerCategory
+from receipts.records.worker import ConnectionRefusals, WorkerCategory
 from receipts.vocabulary import WorkerPlacement
 
 PR_SET_PDEATHSIG = 1
@@ -184,6 +189,12 @@ def read_requests(path: Path) -> tuple[WorkerRequestRecord, ...]:
     return read_request_lines(path.read_bytes())
 
 
+def read_refusals(path: Path) -> ConnectionRefusals:
+    """The connections the host worker's server refused, from the same file (read after
+    `read_requests` accepted it)."""
+    return connection_refusals(path.read_bytes()) if path.exists() else NO_REFUSALS
+
+
 def worker_category(
     worker: HostWorkerProcess, oom_kills: int | None, records: WorkerCategory = "ok"
 ) -> WorkerCategory:
@@ -204,6 +215,7 @@ def worker_record(
     worker: HostWorkerProcess,
     requests: tuple[WorkerRequestRecord, ...],
     records: WorkerCategory = "ok",
+    refusals: ConnectionRefusals = NO_REFUSALS,
 ) -> WorkerRecord:
     """The worker's summary, after its release (which found whether it had exited)."""
     peak = oom = None
@@ -213,7 +225,7 @@ def worker_record(
         oom = readings.oom_kills.value if readings.oom_kills.state == "present" else None
     end = WorkerEnd(oom, peak, worker.load_ms, worker.started)
     category = worker_category(worker, oom, records)
-    return summary_record("host", category, worker.model_sha256, requests, end)
+    return summary_record("host", category, worker.model_sha256, requests, end, refusals=refusals)
 
 
 HOST_WORKER_URL = "http://10.0.2.100:8080"
@@ -258,11 +270,13 @@ class HostWorker(Worker):
     def ended(self) -> tuple[WorkerRecord, tuple[WorkerRequestRecord, ...]]:
         assert self.process is not None
         category: WorkerCategory = "ok"
+        refusals = NO_REFUSALS
         try:
             requests = read_requests(self.process.records)
+            refusals = read_refusals(self.process.records)
         except GuestOutputInvalid:
             category, requests = "records_invalid", ()
-        return worker_record(self.process, requests, category), requests
+        return worker_record(self.process, requests, category, refusals), requests
 
     def memory_pid(self) -> int | None:
         return self.process.popen_pid if self.process is not None else None

@@ -254,13 +254,15 @@ class Trial:
             await state.verifier.abandon()  # a verifier still waiting waits no more
             memory = sampler.stop()  # before teardown releases the cgroups it reads
             with self.step("teardown"):
+                # Read while the guests' cgroups exist (peak memory, OOM kills), completed
+                # once their QEMUs were stopped (how each ended: Guest.ended).
                 vm_final = self.guests.agent_record(profile, backend)
                 verifier_final = self.guests.verifier_record(profile, backend, state.verifier.when)
                 cleanup = await self.owned.release_all()
         if vm_final is not None:
-            self.evidence.put("vm", vm_final)
+            self.evidence.put("vm", self.guests.agent.ended(vm_final))
         if verifier_final is not None:
-            self.evidence.put("verifier_vm", verifier_final)
+            self.evidence.put("verifier_vm", self.guests.verifier.ended(verifier_final))
         self.evidence.put("memory", memory)
         with self.step("bundle"):
             hoststate = host_state_record(before, await self.after_snapshot(trials_root))

@@ -356,7 +356,9 @@ def vm_record(
     """The VM record, with the cgroup's peak memory and OOM kills read now. Facts the
     stage never learnt (a VM that never started; no handle at all when its cgroup could
     not be made) stay None, never guessed; the guest's RAM is the profile's unless the
-    guest was sized otherwise (`guest_memory_bytes`)."""
+    guest was sized otherwise (`guest_memory_bytes`). `qemu_end` is how QEMU ended as far
+    as known now: read before the guest is stopped, the record is completed after
+    (`Guest.ended`)."""
     peak = oom = None
     with contextlib.suppress(CgroupError, OSError):
         if handle is None:
@@ -379,13 +381,15 @@ def vm_record(
         "peak_memory_bytes": peak,
         "oom_kills": oom,
     }
+    vm = handle.vm if handle is not None else None
     try:
-        facts = handle.vm.facts() if handle is not None and handle.vm is not None else None
+        facts = vm.facts() if vm is not None else None
     except VmError:
         facts = None
     start = handle.start if handle is not None else None
+    qemu_end = vm.qemu_end() if vm is not None else None
     if facts is not None:
-        return facts.to_record(category, start, **budgets)
+        return facts.to_record(category, start, qemu_end=qemu_end, **budgets)
     return VmRecord(
         category=category,
         backend=backend,
@@ -397,5 +401,6 @@ def vm_record(
         boot_to_ssh_ms=None,
         duration_ms=0,
         start=start,
+        qemu_end=qemu_end,
         **budgets,
     )

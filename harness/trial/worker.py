@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.profiles import Profile
-from harness.trial.guestrecords import GuestOutputInvalid, strict_object
+from harness.trial.guestrecords import NO_REFUSALS, GuestOutputInvalid, strict_object
 from harness.trial.owned import OwnedResources, Owner
 from host.runtime import GuestRuntime
 from host.ssh import SshSession
 from receipts.ownership import WORKER_OWNS
 from receipts.records import WorkerRecord, WorkerRequestRecord
 from receipts.records.cleanup import Resource
-from receipts.records.worker import WorkerCategory
+from receipts.records.worker import ConnectionRefusals, WorkerCategory
 from receipts.totals import worker_totals
 from receipts.vocabulary import Channel, WorkerPlacement, channel_for
 
@@ -123,6 +123,8 @@ def summary_record(
     model_sha256: str,
     requests: tuple[WorkerRequestRecord, ...],
     end: WorkerEnd | None,
+    *,
+    refusals: ConnectionRefusals = NO_REFUSALS,
 ) -> WorkerRecord:
     """The worker's record: its totals are counts of its request records (the function
     the audit recounts with), its channel the placement's one channel; `end` None for a
@@ -138,6 +140,7 @@ def summary_record(
         peak_rss_bytes=end.peak_rss_bytes if end is not None else None,
         load_ms=end.load_ms if end is not None else 0,
         duration_ms=int((time.monotonic() - end.started) * 1000) if end is not None else 0,
+        connections_refused=refusals,
     )
 
 

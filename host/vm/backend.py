@@ -18,7 +18,7 @@ from host.release import CleanupResult
 from host.ssh import CommandResult
 from host.vm.categories import Accelerator, AcceleratorReason
 from receipts.records.cleanup import Resource
-from receipts.records.vm import GuestStart, VmCategory, VmRecord
+from receipts.records.vm import GuestStart, QemuEnd, VmCategory, VmRecord
 from receipts.vocabulary import Backend
 
 if TYPE_CHECKING:
@@ -107,10 +107,16 @@ class VmFacts:
     duration_ms: int
 
     def to_record(
-        self, category: VmCategory, start: GuestStart | None, **budgets: Unpack[VmBudgets]
+        self,
+        category: VmCategory,
+        start: GuestStart | None,
+        *,
+        qemu_end: QemuEnd | None,
+        **budgets: Unpack[VmBudgets],
     ) -> VmRecord:
-        """The VM record; `start` is how the stage started the guest, `budgets` are the
-        cgroup's read-back fields (None: unread)."""
+        """The VM record; `start` is how the stage started the guest, `qemu_end` how its
+        QEMU ended as far as known now (`Vm.qemu_end`), `budgets` are the cgroup's
+        read-back fields (None: unread)."""
         unknown = set(budgets) - set(VmBudgets.__annotations__)
         if unknown:
             raise ValueError("unknown VM record fields")
@@ -125,6 +131,7 @@ class VmFacts:
             boot_to_ssh_ms=self.boot_to_ssh_ms,
             duration_ms=self.duration_ms,
             start=start,
+            qemu_end=qemu_end,
             **(UNREAD_BUDGETS | budgets),
         )
 
@@ -163,6 +170,11 @@ class Vm(Protocol):
 
     def qemu_pid(self) -> int | None:
         """The guest's QEMU process (ours for qemu, libvirtd's child for libvirt)."""
+        ...
+
+    def qemu_end(self) -> QemuEnd | None:
+        """How the guest's QEMU ended, once `stop` reaped it; None before that, and
+        whenever the end is not this backend's to read (never guessed)."""
         ...
 
     def alive(self) -> bool:

@@ -32,6 +32,7 @@ from host.vm.errors import VmError
 from host.vm.ports import pick_loopback_port, probe_port
 from host.vm.scratch import create_overlay, create_scratch
 from host.vm.tags import validate_tag
+from receipts.records.vm import QemuEnd
 from receipts.vocabulary import Backend
 
 SSH_HOST = "127.0.0.1"
@@ -86,6 +87,10 @@ class GuestVm(Vm):
     def qemu_pid(self) -> int | None:
         """The guest's QEMU process id, once started."""
         raise NotImplementedError
+
+    def qemu_end(self) -> QemuEnd | None:
+        """How QEMU ended, when this backend reaped it itself; the base reads nothing."""
+        return None
 
     # ---- SSH ---------------------------------------------------------------------
     async def wait_ready(self, deadline_s: float) -> int:

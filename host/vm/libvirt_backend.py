@@ -15,6 +15,8 @@ Why each step:
 - Teardown: `destroy()` (SIGTERM, then SIGKILL), then the proofs: libvirt says the
   domain does not exist (`domain_absent`), and no live process carries the trial's
   name any more (`process_gone`; libvirtd, not us, is QEMU's parent and reaps it).
+  So QEMU's exit status is not ours to read: the VM record's `qemu_end` is None (libvirt
+  tells a domain's shutoff reason, never its QEMU's exit status or signal).
   libvirt's per-domain log under /var/log/libvirt/qemu is removed with the domain,
   so nothing named after the trial outlives it.
 """
@@ -43,6 +45,7 @@ from host.vm.tags import resource_name
 from host.vm.virtconn import VirtError, domain_state, open_connection
 from receipts.ownership import GUEST_OWNS
 from receipts.records.cleanup import Resource
+from receipts.records.vm import QemuEnd
 
 GONE_DEADLINE_S = 15.0
 CPU_PERIOD_US = 100_000
@@ -187,6 +190,10 @@ class LibvirtVm(GuestVm):
 
     def qemu_pid(self) -> int | None:
         return self.pid
+
+    def qemu_end(self) -> QemuEnd | None:
+        """Never read: libvirtd reaps QEMU (see the module docstring)."""
+        return None
 
     # ---- teardown ----------------------------------------------------------------
     async def stop(self, deadline_s: float = GONE_DEADLINE_S) -> CleanupResult:

@@ -3,7 +3,9 @@
 Acquisition order (release is the reverse, each with a `CleanupResult`):
   scratch_dir → ssh_keys → overlay_disk → forwarded_port → qemu_process
 Teardown of the process: QMP `quit`, wait with a deadline, then SIGKILL, then reap;
-the evidence is our own `waitpid` result (`process_reaped`). The port is proven
+the evidence is our own `waitpid` result (`process_reaped`), whose status is how QEMU
+ended (`qemu_end`: its exit status or signal, and whether it had ended before we stopped
+it, after QMP `quit`, or after SIGKILL). The port is proven
 closed by a refused connection, the files and the directory by their absence. A
 QEMU killed from outside (kill -9) still tears down cleanly: QMP fails, the process
 is reaped, and the rest is released as usual.
@@ -32,6 +34,7 @@ from host.vm.qmp import qmp_execute, qmp_quit
 from host.vm.snapshot import data_slot
 from receipts.ownership import GUEST_OWNS
 from receipts.records.cleanup import Resource
+from receipts.records.vm import QemuEnd, QemuStop
 
 QUIT_DEADLINE_S = 10.0
 KILL_DEADLINE_S = 10.0
@@ -65,6 +68,7 @@ class QemuVm(GuestVm):
         super().__init__(spec)
         self.process: subprocess.Popen[bytes] | None = None
         self._process_result: CleanupResult | None = None
+        self._qemu_end: QemuEnd | None = None
         self._peak_rss: int | None = None
         self.data_slot: Path | None = None
         """On the control port: the data disk slot (host/vm/snapshot.py)."""
@@ -200,8 +204,9 @@ class QemuVm(GuestVm):
             return self._process_result
         watch = Stopwatch()
         self.peak_rss_bytes()
+        stop: QemuStop
         if process.poll() is not None:
-            self.stop_method = "already_exited"
+            stop = "already_exited"
         else:
             socket_path = self.qmp_socket
             quit_sent = socket_path is not None and await qmp_quit(socket_path, 3.0)
@@ -209,20 +214,28 @@ class QemuVm(GuestVm):
             if code is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGKILL)
-                self.stop_method = "sigkill"
+                stop = "sigkill"
             else:
-                self.stop_method = "qmp_quit"
+                stop = "qmp_quit"
+        self.stop_method = stop
         code = await wait_exit(process, KILL_DEADLINE_S)
         if code is None:
             self._process_result = CleanupResult(
                 "qemu_process", "failed", "still_present", watch.ms()
             )
         else:
-            # poll()/wait() returned a code: our own waitpid reaped the child.
+            # poll()/wait() returned a code: our own waitpid reaped the child, and its
+            # status is how QEMU ended (a negative code: the signal that ended it).
+            self._qemu_end = QemuEnd.of_returncode(stop, code)
             self._process_result = CleanupResult(
                 "qemu_process", "confirmed", "process_reaped", watch.ms()
             )
         return self._process_result
+
+    def qemu_end(self) -> QemuEnd | None:
+        """How QEMU ended, read by our own `waitpid` in `stop`; None until it reaped QEMU,
+        and for good when QEMU never started or outlived the kill deadline."""
+        return self._qemu_end
 
     async def cleanup(self) -> tuple[CleanupResult, ...]:
         return (await self.stop(), *self.release_files())

@@ -21,6 +21,7 @@ from receipts.records.legacy import (
     VerificationRecordV1,
     excluded_trials,
     guest_start,
+    qemu_end,
 )
 from receipts.records.trial import TrialRecord
 from receipts.recordset import KIND_BY_NAME, RecordSet, classify_entry, record_entries
@@ -341,6 +342,28 @@ def _cleanup_coverage(ctx: AuditContext, _trial: AnyTrialRecord, records: Record
         ctx.add("consistency", "cleanup_coverage", "cleanup_missing", entry)
 
 
+def _qemu_end(ctx: AuditContext, _trial: AnyTrialRecord, records: RecordSet) -> None:
+    """A guest record says how its QEMU ended (`qemu_end`) only where the harness's own
+    `waitpid` reaped that QEMU, and that one reaping is also what its `qemu_process`
+    cleanup receipt says (`confirmed`, `process_reaped`: host/vm/qemu.py sets both
+    together). So every guest that states an end needs such a receipt; counted, as
+    cleanup receipts name no guest. A QEMU still present after the kill deadline, or a
+    libvirt guest's (libvirtd reaps it: `process_gone`), has no end to state."""
+    reaped = sum(
+        1
+        for receipt in records.cleanup
+        if receipt.resource == "qemu_process"
+        and receipt.status == "confirmed"
+        and receipt.evidence == "process_reaped"
+    )
+    for name, guest in (("vm.json", records.vm), ("verifier_vm.json", records.verifier_vm)):
+        if guest is None or qemu_end(guest) is None:
+            continue
+        if reaped == 0:
+            ctx.add("consistency", "qemu_end", "reference_mismatch", name)
+        reaped = max(reaped - 1, 0)
+
+
 def _host_state_exclusions(ctx: AuditContext, trial: AnyTrialRecord, records: RecordSet) -> None:
     """Host state may leave out another live trial's resources, never this trial's own:
     its tag (the first 16 hex digits of its id) among the excluded would excuse exactly
@@ -378,6 +401,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("cleanup_coverage", _cleanup_coverage),
     ("backend", _backend),
     ("guest_start", _guest_start),
+    ("qemu_end", _qemu_end),
     ("host_state_exclusions", _host_state_exclusions),
     ("timing", _timing),
 )

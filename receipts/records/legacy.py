@@ -43,6 +43,7 @@ from receipts.records.dispatch import DispatchCategoryV1, DispatchRecord
 from receipts.records.hostreading import HOST_READINGS
 from receipts.records.hoststate import Comparison, FacetComparison, HostStateRecord
 from receipts.records.memory import MemoryRecord
+from receipts.records.model import ModelFields, ModelRecord
 from receipts.records.suite import SuiteFields, SuiteMember, SuiteRecord, VerdictCount
 from receipts.records.trial import (
     Policy,
@@ -60,12 +61,23 @@ from receipts.records.verification import (
     VerificationFields,
     VerificationRecord,
 )
-from receipts.records.vm import GuestStart, VerifierVmRecord, VmRecord, _GuestVm, _GuestVmV1
+from receipts.records.vm import (
+    GuestStart,
+    QemuEnd,
+    VerifierPrepared,
+    VerifierVmRecord,
+    VmRecord,
+    _GuestVm,
+    _GuestVmV1,
+)
 from receipts.records.worker import (
     Admission,
     ConstraintBackend,
     DecidingScope,
     RequestOutcome,
+    WorkerFieldsV1,
+    WorkerRecord,
+    WorkerRequestFieldsV2,
     WorkerRequestRecord,
 )
 from receipts.types import (
@@ -372,7 +384,42 @@ class WorkerRequestRecordV1(Record):
     duration_ms: Millis
 
 
-AnyWorkerRequestRecord = WorkerRequestRecord | WorkerRequestRecordV1
+class WorkerRequestRecordV2(WorkerRequestFieldsV2):
+    """Version 2: written before the worker recorded which cap cut an output (`cut`) and
+    refused an array at its item cap; the audit still reads it."""
+
+    schema_: Literal["harness.receipt.worker_request/2"] = Field(
+        "harness.receipt.worker_request/2", alias="schema"
+    )
+
+
+AnyWorkerRequestRecord = WorkerRequestRecord | WorkerRequestRecordV2 | WorkerRequestRecordV1
+
+
+class WorkerRecordV1(WorkerFieldsV1):
+    """Version 1: written before the worker counted the connections its server refused
+    (`connections_refused`); the audit still reads it."""
+
+    schema_: Literal["harness.receipt.worker/1"] = Field("harness.receipt.worker/1", alias="schema")
+
+
+AnyWorkerRecord = WorkerRecord | WorkerRecordV1
+
+
+# ---- model ---------------------------------------------------------------------------
+
+
+class ModelRecordV1(ModelFields):
+    """Version 1: the same fields as /2, but written both before and after the model's
+    preparation became one pass over the bytes, so its timings do not say what they
+    covered: before it, `verify_source_ms` included hashing every weights shard and
+    `verify_gguf_ms` the whole written GGUF's verification; after it, as `model/2`
+    says. Read by the audit; its timings are shown, never compared with `model/2`'s."""
+
+    schema_: Literal["harness.receipt.model/1"] = Field("harness.receipt.model/1", alias="schema")
+
+
+AnyModelRecord = ModelRecord | ModelRecordV1
 
 
 # ---- memory --------------------------------------------------------------------------
@@ -642,8 +689,26 @@ class VerifierVmRecordV2(_GuestVm):
     )
 
 
-AnyVmRecord = VmRecord | VmRecordV1
-AnyVerifierVmRecord = VerifierVmRecord | VerifierVmRecordV2 | VerifierVmRecordV1
+class VmRecordV2(_GuestVm):
+    """`harness.receipt.vm/2`: written before the record said how the guest's QEMU ended
+    (`qemu_end`)."""
+
+    schema_: Literal["harness.receipt.vm/2"] = Field("harness.receipt.vm/2", alias="schema")
+
+
+class VerifierVmRecordV3(_GuestVm):
+    """`harness.receipt.verifier_vm/3`: likewise, no `qemu_end`."""
+
+    schema_: Literal["harness.receipt.verifier_vm/3"] = Field(
+        "harness.receipt.verifier_vm/3", alias="schema"
+    )
+    prepared: VerifierPrepared
+
+
+AnyVmRecord = VmRecord | VmRecordV2 | VmRecordV1
+AnyVerifierVmRecord = (
+    VerifierVmRecord | VerifierVmRecordV3 | VerifierVmRecordV2 | VerifierVmRecordV1
+)
 
 
 def guest_start(record: AnyVmRecord | AnyVerifierVmRecord) -> GuestStart | None:
@@ -651,18 +716,25 @@ def guest_start(record: AnyVmRecord | AnyVerifierVmRecord) -> GuestStart | None:
     return None if isinstance(record, (VmRecordV1, VerifierVmRecordV1)) else record.start
 
 
+def qemu_end(record: AnyVmRecord | AnyVerifierVmRecord) -> QemuEnd | None:
+    """How a guest's QEMU ended; records before `vm/3` and `verifier_vm/4` did not say."""
+    return record.qemu_end if isinstance(record, (VmRecord, VerifierVmRecord)) else None
+
+
 # ---- every old version, by record kind -----------------------------------------------
 
 LEGACY: Final[dict[str, tuple[type[Record], ...]]] = {
     "trial": (TrialRecordV3, TrialRecordV2, TrialRecordV1),
-    "vm": (VmRecordV1,),
-    "verifier_vm": (VerifierVmRecordV2, VerifierVmRecordV1),
+    "vm": (VmRecordV2, VmRecordV1),
+    "verifier_vm": (VerifierVmRecordV3, VerifierVmRecordV2, VerifierVmRecordV1),
     "dispatch": (DispatchRecordV1,),
     "agent": (AgentRecordV2, AgentRecordV1),
     "verification": (VerificationRecordV3, VerificationRecordV2, VerificationRecordV1),
     "hoststate": (HostStateRecordV2, HostStateRecordV1),
     "memory": (MemoryRecordV1,),
-    "worker_requests": (WorkerRequestRecordV1,),
+    "worker_requests": (WorkerRequestRecordV2, WorkerRequestRecordV1),
+    "worker": (WorkerRecordV1,),
+    "model": (ModelRecordV1,),
     "tool_calls": (ToolCallRecordV3, ToolCallRecordV2, ToolCallRecordV1),
 }
 """The older versions of each trial record kind the audit reads, newest first."""

@@ -46,8 +46,9 @@ class TensorCounts(Part):
     other: Count
 
 
-class ModelRecord(Record):
-    schema_: Literal["harness.receipt.model/1"] = Field("harness.receipt.model/1", alias="schema")
+class ModelFields(Record):
+    """The fields of every version; what the three timings cover is the version's."""
+
     category: ModelCategory
     source_kind: Literal["synth", "pypi_wheel", "hf_snapshot"]
     pins_from: Literal["profile", "operator_lock"]
@@ -61,6 +62,19 @@ class ModelRecord(Record):
     gguf_sha256: Sha256Hex | None
     cache_key: Sha256Hex | None
     provenance: Provenance | None
+    verify_source_ms: Millis
+    convert_ms: Millis
+    verify_gguf_ms: Millis
+
+
+class ModelRecord(ModelFields):
+    """`model/2`: the timings of the one-pass preparation (host/model: each source shard
+    read once, hashed as it is converted). `model/1` wrote the same fields, but a harness
+    before the one pass timed a separate pre-hash of every shard under `verify_source_ms`
+    and a re-hash under `verify_gguf_ms`, so a `model/1` timing does not say which it
+    covered (receipts/records/legacy.py)."""
+
+    schema_: Literal["harness.receipt.model/2"] = Field("harness.receipt.model/2", alias="schema")
     verify_source_ms: Millis
     """Checking the source before conversion: the tree, and every pinned file that is not
     a weights shard (shards are hashed during the conversion's one pass); on adoption,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -100,6 +100,39 @@ class GuestStart(Part):
         return self
 
 
+QemuStop = Literal["already_exited", "qmp_quit", "sigkill"]
+"""What the harness had done when it reaped the guest's QEMU (host/vm/qemu.py): nothing
+(`already_exited`: QEMU had ended before the harness stopped it: the guest powered off,
+QEMU failed, or something else killed it), sent QMP `quit` and saw it exit within the
+quit deadline (`qmp_quit`), or sent SIGKILL (`sigkill`: `quit` could not be sent or was
+not obeyed in time)."""
+
+
+class QemuEnd(Part):
+    """How the guest's QEMU process ended, as the harness's own `waitpid` read it when it
+    reaped that process: its exit status, or the signal that ended it (exactly one), and
+    `stop`, what the harness had done by then. An exit status after `sigkill`, or a
+    signal after `qmp_quit`, is not a contradiction: QEMU can end by itself in the moment
+    between the harness's last look and its signal."""
+
+    stop: QemuStop
+    exit_code: Annotated[int, Field(ge=0, le=255)] | None
+    signal: Annotated[int, Field(ge=1, le=64)] | None
+
+    @model_validator(mode="after")
+    def _one_end(self) -> QemuEnd:
+        if (self.exit_code is None) == (self.signal is None):
+            raise ValueError("a process ends with exactly one of an exit status and a signal")
+        return self
+
+    @classmethod
+    def of_returncode(cls, stop: QemuStop, returncode: int) -> QemuEnd:
+        """From `subprocess.Popen.returncode`: negative is the signal that ended it."""
+        if returncode < 0:
+            return cls(stop=stop, exit_code=None, signal=-returncode)
+        return cls(stop=stop, exit_code=returncode, signal=None)
+
+
 class _GuestVmV1(Record):
     """What is recorded of one guest; each guest's record kind has its own schema id, so
     one guest's record can never be read as another's."""
@@ -132,10 +165,26 @@ class _GuestVm(_GuestVmV1):
     """How the guest started; None when the stage failed before that was decided."""
 
 
-class VmRecord(_GuestVm):
+class _GuestVmV3(_GuestVm):
+    qemu_end: QemuEnd | None
+    """How the guest's QEMU ended, read when the harness reaped it: the record is completed
+    after the guest's QEMU was stopped (harness/trial/pipeline.py), whatever the order in
+    which its other fields were read. None, never guessed, when no QEMU was started, when
+    its end was not the harness's to read (the libvirt backend: QEMU is libvirtd's child,
+    and libvirt does not tell its exit status), or when it was still present after the
+    kill deadline (its `qemu_process` cleanup receipt then says `still_present`)."""
+
+    def ended(self, qemu_end: QemuEnd | None) -> Self:
+        """The same record, completed with how its QEMU ended (validated again whole)."""
+        fields = self.model_dump(by_alias=True)
+        fields["qemu_end"] = None if qemu_end is None else qemu_end.model_dump()
+        return self.model_validate(fields)
+
+
+class VmRecord(_GuestVmV3):
     """The agent's guest: where the agent, its tools and (placement `guest`) the worker ran."""
 
-    schema_: Literal["harness.receipt.vm/2"] = Field("harness.receipt.vm/2", alias="schema")
+    schema_: Literal["harness.receipt.vm/3"] = Field("harness.receipt.vm/3", alias="schema")
 
 
 VerifierPrepared = Literal["beside_agent", "after_agent"]
@@ -147,13 +196,13 @@ cores did not allow both, or could not be read; or the libvirt backend, where a 
 guests share one domain name)."""
 
 
-class VerifierVmRecord(_GuestVm):
+class VerifierVmRecord(_GuestVmV3):
     """The verification guest: started from the same pristine image (booted, or restored
     from a snapshot of it), holding only the task and runtime from the host on its disk
     and, once the agent's guest was released, the carried workspace."""
 
-    schema_: Literal["harness.receipt.verifier_vm/3"] = Field(
-        "harness.receipt.verifier_vm/3", alias="schema"
+    schema_: Literal["harness.receipt.verifier_vm/4"] = Field(
+        "harness.receipt.verifier_vm/4", alias="schema"
     )
     prepared: VerifierPrepared
 

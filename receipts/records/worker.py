@@ -5,11 +5,11 @@ No text of prompts or outputs appears here: only decisions, counts and timings.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from receipts.records.base import Record
+from receipts.records.base import Part, Record
 from receipts.types import ByteCount, Count, Index, Millis, Sha256Hex
 from receipts.vocabulary import Channel, Placement
 
@@ -49,7 +49,7 @@ RequestOutcome = Literal[
     "error",
 ]
 
-WorkerErrorCode = Literal[
+WorkerErrorCodeV2 = Literal[
     "body_too_large",
     "content_length_required",
     "invalid_content_length",
@@ -79,11 +79,15 @@ WorkerErrorCode = Literal[
 """The stable `error.code` of the worker's OpenAI-shaped error bodies.
 `tool_argument_too_long`: a generated tool call held a string as long as the grammar's
 cap (`--max-string-chars`), where the grammar made it stop; the call may have been cut,
-so it is refused rather than returned shortened.
+so it is refused rather than returned shortened. `tool_argument_too_many_items`
+(`worker_request/3`): likewise for an array as long as the grammar's item cap.
 `tool_schema_too_complex`: a tool schema past a compile bound (nesting, size, expanded
 size or time; docs/worker-limits.md). `request_too_complex`: a body with more JSON
 containers or commas than the parser is allowed to build. `request_timeout`: the body
 did not arrive in time."""
+
+WorkerErrorCode = WorkerErrorCodeV2 | Literal["tool_argument_too_many_items"]
+"""The codes of `worker_request/3`: those of /2 and the array cap's refusal."""
 
 ToolsRendering = Literal["template", "generic", "none", "not_rendered"]
 """How the request's tools, tool calls and tool results reached the model: `template` the
@@ -95,8 +99,42 @@ Admission = Literal["admitted", "refused", "not_evaluated"]
 """`not_evaluated`: the request was rejected (bad input, queue full) before admission ran."""
 
 
-class WorkerRecord(Record):
-    schema_: Literal["harness.receipt.worker/1"] = Field("harness.receipt.worker/1", alias="schema")
+RequestCut = Literal["max_tokens", "text_chars", "tool_string_chars", "tool_array_items"]
+"""Which cap a request's output reached where the model had more to say: the request's
+`max_tokens` (finish `length`); the grammar's cap on a text answer's characters (finish
+`length`: the text is returned, cut); a tool-call string at the grammar's character cap
+or an array at its item cap (refused, `tool_argument_too_long` /
+`tool_argument_too_many_items`: a call that may have been cut is never returned)."""
+
+ConnectionRefusal = Literal["over_limit", "header_timeout", "body_timeout", "unframed"]
+"""Why the worker's server closed a connection before any request on it reached the
+chat endpoint, so no request record could say so: over the connection limit (503),
+headers or body not in within their timeout (408), or bytes HTTP cannot frame (400).
+Each is one line of `WorkerConnectionLine` in the worker's records file."""
+
+
+class WorkerConnectionLine(Record):
+    """One connection the server refused (the line the worker appends to its records file,
+    beside the request records); the worker record counts them."""
+
+    schema_: Literal["harness.receipt.worker_connection/1"] = Field(
+        "harness.receipt.worker_connection/1", alias="schema"
+    )
+    refusal: ConnectionRefusal
+
+
+class ConnectionRefusals(Part):
+    """How many connections the server refused, by cause (fixed keys)."""
+
+    over_limit: Count
+    header_timeout: Count
+    body_timeout: Count
+    unframed: Count
+
+
+class WorkerFieldsV1(Record):
+    """What `worker/1` recorded, and every later version still records."""
+
     category: WorkerCategory
     placement: Placement
     channel: Channel
@@ -114,10 +152,16 @@ class WorkerRecord(Record):
     duration_ms: Millis
 
 
-class WorkerRequestRecord(Record):
-    schema_: Literal["harness.receipt.worker_request/2"] = Field(
-        "harness.receipt.worker_request/2", alias="schema"
-    )
+class WorkerRecord(WorkerFieldsV1):
+    schema_: Literal["harness.receipt.worker/2"] = Field("harness.receipt.worker/2", alias="schema")
+    connections_refused: ConnectionRefusals
+    """Counted from the worker's connection lines, read with its request records (all 0
+    when they were not read: the category then says `records_invalid` or why)."""
+
+
+class WorkerRequestFieldsV2(Record):
+    """What `worker_request/2` recorded, and every later version still records."""
+
     index: Index
     admission: Admission
     headroom_bytes: ByteCount | None
@@ -126,7 +170,7 @@ class WorkerRequestRecord(Record):
     guard_bytes: ByteCount
     deciding_scope: DecidingScope | None
     outcome: RequestOutcome
-    error_code: WorkerErrorCode | None
+    error_code: WorkerErrorCodeV2 | None
     http_status: Annotated[int, Field(ge=100, le=599)]
     stream: bool
     tools_rendering: ToolsRendering
@@ -138,3 +182,35 @@ class WorkerRequestRecord(Record):
     decode_ms: Millis
     min_headroom_bytes: ByteCount | None
     duration_ms: Millis
+
+
+class WorkerRequestRecord(WorkerRequestFieldsV2):
+    schema_: Literal["harness.receipt.worker_request/3"] = Field(
+        "harness.receipt.worker_request/3", alias="schema"
+    )
+    error_code: WorkerErrorCode | None  # type: ignore[assignment]  # /3's codes extend /2's
+    cut: RequestCut | None
+    """The cap the output reached (`RequestCut`); None when it ended on its own (stop,
+    a whole tool call) or never began."""
+
+    @model_validator(mode="after")
+    def _cut_is_the_ending(self) -> WorkerRequestRecord:
+        if self.cut in _CUT_BY_LENGTH or self.outcome == "length":
+            agrees = self.cut in _CUT_BY_LENGTH and self.outcome == "length"
+        else:
+            agrees = _CUT_REFUSAL.get(self.cut) == self.error_code or (
+                self.cut is None and self.error_code not in _CUT_REFUSAL.values()
+            )
+        if not agrees:
+            raise ValueError("a request's cut and its ending tell one story")
+        return self
+
+
+_CUT_BY_LENGTH: Final = frozenset({"max_tokens", "text_chars"})
+"""The caps whose cut output is returned (finish and outcome `length`)."""
+
+_CUT_REFUSAL: Final[dict[RequestCut | None, WorkerErrorCode]] = {
+    "tool_string_chars": "tool_argument_too_long",
+    "tool_array_items": "tool_argument_too_many_items",
+}
+"""The caps whose cut tool call is refused, and the code it is refused with."""

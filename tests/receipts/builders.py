@@ -32,7 +32,8 @@ from receipts.records import (
     WorkerRequestRecord,
 )
 from receipts.records.base import Record
-from receipts.records.vm import ColdBootReason, GuestStart, SnapshotShapeRecord
+from receipts.records.vm import ColdBootReason, GuestStart, QemuEnd, SnapshotShapeRecord
+from receipts.records.worker import ConnectionRefusals
 from receipts.recordset import RecordSet
 from receipts.snapshotkey import snapshot_key
 
@@ -92,6 +93,7 @@ def _requests() -> tuple[WorkerRequestRecord, ...]:
             decode_ms=200,
             min_headroom_bytes=7 << 30,
             duration_ms=250,
+            cut=None,
         )
         for i in range(2)
     )
@@ -229,6 +231,7 @@ def _guest(**changes: Any) -> VmRecord:
         "boot_to_ssh_ms": 6100,
         "duration_ms": 30_000,
         "start": cold_start("worker_channel"),  # the host worker's channel: booted
+        "qemu_end": QemuEnd(stop="qmp_quit", exit_code=0, signal=None),  # quit, reaped
     }
     return VmRecord(**{**fields, **changes})
 
@@ -332,6 +335,9 @@ def accepted_model_trial() -> RecordSet:
             peak_rss_bytes=300 << 20,
             load_ms=20,
             duration_ms=1000,
+            connections_refused=ConnectionRefusals(
+                over_limit=0, header_timeout=0, body_timeout=0, unframed=0
+            ),
         ),
         agent=AgentRecord(
             category="finished",

@@ -459,6 +459,18 @@ def _cleanup_dropped() -> bytes:
     return tamper.forge_records(with_changes(records, cleanup=cleanup))
 
 
+def _qemu_end_not_reaped() -> bytes:
+    """The verification guest's QEMU was still present after the kill deadline (its
+    `qemu_process` receipt says so), yet its record states how that QEMU ended."""
+    records = accepted_model_trial()
+    last = [c for c in records.cleanup if c.resource == "qemu_process"][-1]
+    cleanup = tuple(
+        replace(c, status="failed", evidence="still_present") if c is last else c
+        for c in records.cleanup
+    )
+    return tamper.forge_records(with_changes(records, cleanup=cleanup))
+
+
 def _backend_contradicts() -> bytes:
     """A trial that says libvirt over a guest record that says qemu."""
     records = accepted_model_trial()
@@ -678,7 +690,7 @@ CASES: dict[str, Case] = {
         _confinement_inconsistent, "confinement_inconsistent", "confinement"
     ),
     "loop_of_another_version": Case(
-        _agent_identity(agent_version="0.3.0"), "version_mismatch", "agent_identity"
+        _agent_identity(agent_version="0.4.0"), "version_mismatch", "agent_identity"
     ),
     "cli_not_pinned": Case(
         _agent_identity(agent="opencode", agent_version="1.18.33", agent_sha256="0" * 64),
@@ -705,6 +717,7 @@ CASES: dict[str, Case] = {
     ),
     "cold_reason_contradicts": Case(_cold_reason_contradicts, "reference_mismatch", "guest_start"),
     "cleanup_dropped": Case(_cleanup_dropped, "cleanup_missing", "cleanup_coverage"),
+    "qemu_end_not_reaped": Case(_qemu_end_not_reaped, "reference_mismatch", "qemu_end"),
     "scratch_receipt_dropped": Case(
         _scratch_receipt_dropped, "cleanup_missing", "cleanup_coverage"
     ),

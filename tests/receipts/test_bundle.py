@@ -33,8 +33,8 @@ from tests.receipts.builders import accepted_model_trial, replace
 # The SHA-256 of the receipt ZIP of `accepted_model_trial()`. Any machine, any run, any
 # process must produce exactly these bytes; if a deliberate format change moves it,
 # update it in the same commit and say why (last: the builders claim the harness version
-# itself, 0.2.0, the first with a pinned format: receipts/formats.py).
-GOLDEN_ZIP_SHA256 = "afc7eceec2fbc88b2845355463a00e7f146a13c45fe24fdfaca736a3ef544538"
+# itself, 0.3.0: worker_request/3, worker/2, model/2, vm/3, verifier_vm/4).
+GOLDEN_ZIP_SHA256 = "eab4bb5803354d118ae3507a794c8a41ce689323aabfd332fa8c3231d4859432"
 
 
 def test_same_records_give_the_same_zip_bytes(tmp_path: Path) -> None:

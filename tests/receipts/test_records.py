@@ -81,9 +81,13 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.trial/2",
         "harness.receipt.trial/1",
         "harness.receipt.dispatch/1",
+        "harness.receipt.model/1",
+        "harness.receipt.vm/2",
         "harness.receipt.vm/1",
+        "harness.receipt.verifier_vm/3",
         "harness.receipt.verifier_vm/2",
         "harness.receipt.verifier_vm/1",
+        "harness.receipt.worker/1",
         "harness.receipt.agent/2",
         "harness.receipt.agent/1",
         "harness.receipt.verification/3",
@@ -92,6 +96,7 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
         "harness.receipt.hoststate/2",
         "harness.receipt.hoststate/1",
         "harness.receipt.memory/1",
+        "harness.receipt.worker_request/2",
         "harness.receipt.worker_request/1",
         "harness.receipt.tool_call/3",
         "harness.receipt.tool_call/2",
@@ -106,14 +111,20 @@ def test_older_versions_are_older_versions_of_the_same_kind() -> None:
 
 def test_a_kind_picks_its_model_by_exact_schema_id() -> None:
     from receipts.records import HostStateRecord, VmRecord
-    from receipts.records.legacy import HostStateRecordV1, HostStateRecordV2, VmRecordV1
+    from receipts.records.legacy import (
+        HostStateRecordV1,
+        HostStateRecordV2,
+        VmRecordV1,
+        VmRecordV2,
+    )
     from receipts.recordset import KIND_BY_NAME
 
     hoststate, vm = KIND_BY_NAME["hoststate"], KIND_BY_NAME["vm"]
     assert hoststate.model_for("harness.receipt.hoststate/3") is HostStateRecord
     assert hoststate.model_for("harness.receipt.hoststate/2") is HostStateRecordV2
     assert hoststate.model_for("harness.receipt.hoststate/1") is HostStateRecordV1
-    assert vm.model_for("harness.receipt.vm/2") is VmRecord
+    assert vm.model_for("harness.receipt.vm/3") is VmRecord
+    assert vm.model_for("harness.receipt.vm/2") is VmRecordV2
     assert vm.model_for("harness.receipt.vm/1") is VmRecordV1
     for other in ("harness.receipt.hoststate/4", "harness.receipt.vm/1", None, 2, ["x"]):
         assert hoststate.model_for(other) is None

@@ -27,8 +27,10 @@ from guest.worker.engine import Engine, EngineConfig
 from guest.worker.loader import LoadOptions, load_model
 from guest.worker.records import RecordLog
 from guest.worker.schema_grammar import Limits
+from harness.trial.guestrecords import connection_refusals
 from host.model.convert import convert
 from host.model.synth import synthesize_tiny
+from receipts.records.worker import ConnectionRefusals, WorkerConnectionLine
 
 MODEL_ID = "tiny"
 REPO = Path(__file__).resolve().parents[3]
@@ -157,9 +159,18 @@ class Worker:
         records: list[dict[str, Any]] = response.json()["records"]
         return records
 
-    def file_records(self) -> list[dict[str, Any]]:
+    def file_lines(self) -> list[dict[str, Any]]:
         text = self.records_file.read_text() if self.records_file.exists() else ""
         return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+
+    def file_records(self) -> list[dict[str, Any]]:
+        """The request records of the records file (its connection lines left out)."""
+        return [r for r in self.file_lines() if r["schema"] != WorkerConnectionLine.schema_id()]
+
+    def refusals(self) -> ConnectionRefusals:
+        """The refused connections, counted from the file as the host counts them."""
+        data = self.records_file.read_bytes() if self.records_file.exists() else b""
+        return connection_refusals(data)
 
     def stop(self) -> int:
         for c in self.clients:

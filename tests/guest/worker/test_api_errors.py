@@ -85,9 +85,13 @@ def error_of(status: int, body: dict[str, Any]) -> tuple[int, str, str | None]:
     ],
 )  # fmt: skip
 def test_framing_errors(shared_worker: Worker, data: bytes, expected: tuple[int, str]) -> None:
+    """Bytes h11 cannot frame never reach the app: the refused connection is counted."""
+    before = shared_worker.refusals().unframed
     status, body = raw_request(shared_worker, data)
     assert error_of(status, body)[:2] == expected
     assert_healthy(shared_worker)
+    unframed = expected[1] == "invalid_content_length"  # the app answers the others
+    assert shared_worker.refusals().unframed == before + unframed
 
 
 def _body(obj: Any) -> bytes:

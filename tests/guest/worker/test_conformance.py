@@ -21,6 +21,7 @@ import pytest
 
 from guest.worker.app import _Sse
 from guest.worker.engine import JobResult
+from guest.worker.toolgrammar import text_units
 from tests.guest.worker.asgi import sse_events
 from tests.guest.worker.conftest import MODEL_ID, READ_TOOL, Gguf, Worker, start_worker
 from tests.guest.worker.test_cancel import EOS, LONG_TEXT, request_bytes, wait_for_record
@@ -139,9 +140,117 @@ def test_a_string_that_reached_the_grammar_cap_is_a_closed_error_not_a_cut_call(
     assert response.json()["error"]["code"] == "tool_argument_too_long"
     assert streamed.status_code == 502  # nothing was sent before the call was refused
     records = worker.records()
-    assert [(r["outcome"], r["error_code"]) for r in records] == [
-        ("invalid_model_output", "tool_argument_too_long")
+    assert [(r["outcome"], r["error_code"], r["cut"]) for r in records] == [
+        ("invalid_model_output", "tool_argument_too_long", "tool_string_chars")
     ] * 2
+
+
+ARRAY_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "run",
+        "parameters": {
+            "type": "object",
+            "properties": {"argv": {"type": "array", "items": {"type": "boolean"}, "minItems": 3}},
+            "required": ["argv"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def test_an_array_that_reached_the_grammar_cap_is_a_closed_error_not_a_cut_call(
+    worker_factory: Callable[..., Worker],
+) -> None:
+    """Cap 3 and `minItems` 3: every array the grammar allows is at the cap, so every
+    call may have been cut there; it is refused and its record names the cap."""
+    worker = worker_factory("--max-array-items", "3")
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "Run it"}],
+        "tools": [ARRAY_TOOL],
+        "tool_choice": "required",
+        "max_tokens": 400,
+        "seed": 1,
+    }
+    with worker.client() as c:
+        response = c.post("/v1/chat/completions", json=body)
+    assert response.status_code == 502, response.text
+    assert response.json()["error"]["code"] == "tool_argument_too_many_items"
+    [record] = worker.file_records()
+    assert (record["outcome"], record["error_code"], record["cut"]) == (
+        "invalid_model_output", "tool_argument_too_many_items", "tool_array_items"
+    )  # fmt: skip
+
+
+def test_an_array_below_the_grammar_cap_is_returned(
+    worker_factory: Callable[..., Worker],
+) -> None:
+    """The same call under a cap of 8 and the schema's own `maxItems` 3: not a cut."""
+    worker = worker_factory("--max-array-items", "8")
+    tool = json.loads(json.dumps(ARRAY_TOOL))
+    tool["function"]["parameters"]["properties"]["argv"]["maxItems"] = 3
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "Run it"}],
+        "tools": [tool],
+        "tool_choice": "required",
+        "max_tokens": 400,
+        "seed": 1,
+    }
+    with worker.client() as c:
+        response = c.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    call = response.json()["choices"][0]["message"]["tool_calls"][0]
+    assert len(json.loads(call["function"]["arguments"])["argv"]) == 3
+    assert worker.file_records()[0]["cut"] is None
+
+
+def test_a_text_answer_at_the_grammar_cap_finishes_length_and_names_the_cap(
+    worker_factory: Callable[..., Worker],
+) -> None:
+    """Beside tools a text answer is capped by the grammar (`--max-text-chars`); one that
+    reached the cap was cut, so it says `length`, not `stop`, and its record says which
+    cap. The end-of-text token is biased away so the model cannot end on its own."""
+    worker = worker_factory("--max-text-chars", "6")
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "Say something"}],
+        "tools": [READ_TOOL],
+        "tool_choice": "none",
+        "max_tokens": 200,
+        "logit_bias": {EOS: -100},
+        "seed": 2,
+    }
+    with worker.client() as c:
+        response = c.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert text_units(choice["message"]["content"]) == 6
+    [record] = worker.file_records()
+    assert (record["outcome"], record["cut"]) == ("length", "text_chars")
+    assert record["completion_tokens"] < 200  # the grammar ended it, not max_tokens
+
+
+def test_a_text_answer_cut_by_max_tokens_names_that_cap(
+    worker_factory: Callable[..., Worker],
+) -> None:
+    worker = worker_factory()
+    body = {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": "Say something"}],
+        "max_tokens": 5,
+        "logit_bias": {EOS: -100},
+        "seed": 2,
+    }
+    with worker.client() as c:
+        response = c.post("/v1/chat/completions", json=body)
+    assert response.json()["choices"][0]["finish_reason"] == "length"
+    [record] = worker.file_records()
+    assert (record["outcome"], record["cut"], record["completion_tokens"]) == (
+        "length", "max_tokens", 5
+    )  # fmt: skip
 
 
 def test_a_string_at_the_schema_s_own_max_length_is_returned(

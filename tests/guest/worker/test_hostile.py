@@ -296,6 +296,9 @@ def test_slowloris_connections_are_closed_after_the_header_timeout(
         s.close()
     assert_healthy(worker)
     assert worker.records()[0]["http_status"] == 200  # connections without a request: no record
+    assert worker.refusals().model_dump() == {  # but each refusal is a counted line
+        "over_limit": 0, "header_timeout": 200, "body_timeout": 0, "unframed": 0
+    }  # fmt: skip
 
 
 def test_connection_beyond_the_limit_is_refused(worker_factory: Callable[..., Worker]) -> None:
@@ -313,6 +316,9 @@ def test_connection_beyond_the_limit_is_refused(worker_factory: Callable[..., Wo
         s.close()
     time.sleep(0.2)
     assert_healthy(worker)
+    assert worker.refusals().model_dump() == {
+        "over_limit": 1, "header_timeout": 0, "body_timeout": 0, "unframed": 0
+    }  # fmt: skip
 
 
 def test_idle_keepalive_connection_is_closed(worker_factory: Callable[..., Worker]) -> None:
@@ -372,6 +378,7 @@ def test_body_to_an_endpoint_that_reads_none_is_cut_off(
     assert closed
     assert time.monotonic() - start < 5
     s.close()
+    assert worker.refusals().body_timeout == 0  # it was answered: closed, not refused
 
 
 def test_unfinished_large_uploads_do_not_grow_memory(

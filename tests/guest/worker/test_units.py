@@ -17,7 +17,7 @@ from guest.worker.llamalog import classify_load_failure
 from guest.worker.loader import LoadError, LoadOptions, load_model
 from guest.worker.schema_grammar import Limits, SchemaCompiler, UnsupportedSchema, integer_range
 from guest.worker.toolcall import InvalidModelOutput, parse_tool_call, schema_validator
-from guest.worker.toolgrammar import ToolSpec, build_tool_grammar, text_without
+from guest.worker.toolgrammar import ToolSpec, build_tool_grammar, text_units, text_without
 from tests.guest.worker.conftest import EDIT_TOOL, Gguf
 from tests.guest.worker.irmatch import matches, node_matches
 
@@ -228,3 +228,14 @@ def test_load_failure_classifier() -> None:
     )
     assert classify_load_failure(["gguf_init: failed to open 'x'"]) == "model_file_unreadable"
     assert classify_load_failure(["something else"]) == "model_load_failed"
+
+
+@pytest.mark.parametrize(
+    ("text", "units"),
+    [("", 0), ("abc", 3), ("<x", 1), ("a<t", 1), ("<to", 0), ("<tool<x", 1), ("<<a", 1),
+     ("<tool_call<z", 1), ("x<tool_callz", 2), ("é<ü", 2)],
+)  # fmt: skip
+def test_text_units_count_as_the_text_grammar_counts(text: str, units: int) -> None:
+    """A `<`-run of the call tag's prefixes is one unit with the character that ends it;
+    a prefix left at the end is none (toolgrammar.text_without)."""
+    assert text_units(text) == units

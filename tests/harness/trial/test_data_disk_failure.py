@@ -82,13 +82,13 @@ def test_an_image_that_cannot_be_built_is_data_disk_failed(tmp_path: Path) -> No
 
 def test_the_receipt_of_a_data_disk_failure_is_valid_and_failed_vm(tmp_path: Path) -> None:
     """What the trial collects when the VM stage failed this way (its VM record, no
-    host key: QEMU never ran), claimed and audited as any receipt."""
+    host key and no end of QEMU: QEMU never ran), claimed and audited as any receipt."""
     from receipts.audit import audit_bytes
     from receipts.bundle import write_bundle
 
     base = accepted_scripted_trial()
     assert base.trial is not None and base.vm is not None
-    vm = replace(base.vm, category="data_disk_failed", host_key_sha256=None)
+    vm = replace(base.vm, category="data_disk_failed", host_key_sha256=None, qemu_end=None)
     collected: RecordSet = with_changes(
         base,
         trial=replace(base.trial, verdict="evidence_incomplete"),

@@ -15,8 +15,10 @@ import dataclasses
 import pytest
 
 from harness.trial.guestrecords import (
+    NO_REFUSALS,
     AgentOutput,
     GuestOutputInvalid,
+    connection_refusals,
     read_request_lines,
     read_verification,
     unread_agent_record,
@@ -249,3 +251,29 @@ def test_request_line_with_a_duplicate_key_is_refused() -> None:
 def test_request_line_that_is_not_an_object_is_refused() -> None:
     assert _kind(read_request_lines, b"[]\n") == "not_an_object"
     assert _kind(read_request_lines, b'{"index":0}\n') == "schema_invalid"
+
+
+def _refusal_line(refusal: str) -> bytes:
+    return canonical({"schema": "harness.receipt.worker_connection/1", "refusal": refusal})
+
+
+def test_connection_lines_are_counted_beside_the_request_records() -> None:
+    requests = _records().worker_requests
+    lines = _request_lines().splitlines()
+    data = b"\n".join(
+        [_refusal_line("over_limit"), lines[0], _refusal_line("header_timeout"),
+         _refusal_line("header_timeout"), *lines[1:], _refusal_line("unframed")]
+    )  # fmt: skip
+    assert read_request_lines(data) == requests
+    assert connection_refusals(data).model_dump() == {
+        "over_limit": 1, "header_timeout": 2, "body_timeout": 0, "unframed": 1
+    }  # fmt: skip
+    assert connection_refusals(_request_lines()) == NO_REFUSALS
+
+
+def test_a_bad_connection_line_refuses_the_whole_file() -> None:
+    for bad in (b'{"refusal":"over_limit","schema":"harness.receipt.worker_connection/1","x":1}',
+                _refusal_line("guessed")):  # fmt: skip
+        data = _request_lines() + bad + b"\n"
+        assert _kind(read_request_lines, data) == "schema_invalid"
+        assert _kind(connection_refusals, data) == "schema_invalid"

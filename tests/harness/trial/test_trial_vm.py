@@ -22,6 +22,7 @@ from harness.trial.stage import StageAction, TrialState
 from host.vm.qemu import QemuVm
 from receipts.audit import audit_and_read, audit_bytes
 from receipts.canonical import canonical
+from receipts.records.vm import QemuEnd
 from tests.harness.trial.stagetable import around, before
 from tests.harness.trial.test_vmstage import cpu_share
 from tests.receipts import tamper
@@ -152,6 +153,10 @@ async def test_scripted_solution_is_accepted_and_audits(tmp_path: Path) -> None:
     # the host holds both guests: the verifier was made ready while the agent worked
     assert records.verifier_vm.prepared == "beside_agent"
     assert records.verification.workspace_sha256 is not None  # the carried tree, checked
+    # each guest's QEMU obeyed QMP `quit` and exited 0: the agent's, released before
+    # verification, and the verifier's, at teardown; both records were completed after
+    quit = QemuEnd(stop="qmp_quit", exit_code=0, signal=None)
+    assert (records.vm.qemu_end, records.verifier_vm.qemu_end) == (quit, quit)
     _no_leftovers(result)
     _cli_audit_passes(result.receipt)
     _each_cleanup_receipt_is_required(result.receipt)
@@ -212,18 +217,29 @@ async def sshd_killed_before_agent(state: TrialState) -> None:
 
 
 @pytest.mark.parametrize(
-    ("fault", "category"),
-    [(qemu_killed_before_agent, "qemu_exited"), (sshd_killed_before_agent, "qemu_exited")],
+    ("fault", "category", "signal_"),
+    [
+        (qemu_killed_before_agent, "qemu_exited", 9),
+        (sshd_killed_before_agent, "qemu_exited", None),
+    ],
 )
 async def test_injected_faults_are_named_and_cleaned_up(
-    tmp_path: Path, fault: Callable[[TrialState], Awaitable[None]], category: str
+    tmp_path: Path,
+    fault: Callable[[TrialState], Awaitable[None]],
+    category: str,
+    signal_: int | None,
 ) -> None:
+    """`signal_`: the signal the agent guest's record says ended its QEMU; a QEMU that
+    ended on its own (the panicked guest, -no-reboot) is an exit status."""
     options = _options(tmp_path, "py-one-line-fix", "solution")
     result = await Trial(options, stages=before("agent", fault)).run()
     assert result.valid
     assert result.verdict == "failed_vm"
     records = _records(result)
     assert records.vm.category == category
+    end = records.vm.qemu_end
+    assert end is not None and end.stop == "already_exited"  # gone before teardown
+    assert end.signal == signal_ and (end.exit_code is None) == (signal_ is not None)
     assert records.agent is None and records.verification is None
     _no_leftovers(result)
 

@@ -39,6 +39,7 @@ from host.vm.budgets import cpu_limit_of, memory_limit_of, pids_limit_of, swap_l
 from host.vm.cmdline import SANDBOX_WITH_CHANNEL, sandbox_in_force
 from host.vm.ports import probe_port
 from host.vm.process import sandbox_options, seccomp_mode
+from receipts.records.vm import QemuEnd
 from tests.host.vm.conftest import QEMU_CGROUP_LIMIT, tag_processes
 from tests.host.vm.support import (
     READY_DEADLINE_S,
@@ -134,10 +135,14 @@ async def test_boot_run_copy_teardown(
         facts = vm.facts()
         assert facts.host_key_sha256 == vm.keys.host_key_sha256
         assert facts.backend == backend
-        facts.to_record("ok", None)
+        assert vm.qemu_end() is None  # QEMU runs: nothing to read yet
+        facts.to_record("ok", None, qemu_end=vm.qemu_end())
     finally:
         results = await vm.cleanup()
     assert vm.stop_method == ("qmp_quit" if backend == "qemu" else "libvirt_destroy")
+    # QEMU obeyed `quit` and exited 0, as our waitpid read it; libvirtd reaps its own
+    expected = QemuEnd(stop="qmp_quit", exit_code=0, signal=None) if backend == "qemu" else None
+    assert facts.to_record("ok", None, qemu_end=vm.qemu_end()).qemu_end == expected
     assert_torn_down(backend, vm, results)
     assert vm_cgroup.member_pids() == ()
     assert sha256_file(guest_image.base) == base_before
@@ -262,8 +267,12 @@ async def test_teardown_confirms_after_qemu_is_killed(
     if isinstance(vm, QemuVm):
         assert vm.stop_method in ("already_exited", "sigkill")
         assert vm.process is not None and vm.process.returncode == -signal.SIGKILL
+        # the record's end: signal 9 (someone else's kill: `already_exited`)
+        end = vm.facts().to_record("qemu_exited", None, qemu_end=vm.qemu_end()).qemu_end
+        assert end == QemuEnd(stop=vm.stop_method, exit_code=None, signal=9)
     else:
         assert vm.stop_method == "already_exited"
+        assert vm.qemu_end() is None  # libvirtd reaped it, not us: not ours to read
     assert_torn_down(backend, vm, results)
 
 

@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from host.release import CleanupResult, not_acquired
 from host.vm.backend import VmFacts
+from receipts.records.vm import QemuEnd
 
 
 def test_cleanup_result_becomes_a_cleanup_record() -> None:
@@ -34,9 +35,13 @@ def test_vm_facts_become_a_vm_record_with_budgets() -> None:
         boot_to_ssh_ms=6000,
         duration_ms=9000,
     )
-    record = facts.to_record("ok", None, memory_limit_bytes=2 << 30, swap_limit_bytes=0)
+    end = QemuEnd(stop="qmp_quit", exit_code=0, signal=None)
+    record = facts.to_record(
+        "ok", None, qemu_end=end, memory_limit_bytes=2 << 30, swap_limit_bytes=0
+    )
     assert record.memory_limit_bytes == 2 << 30 and record.accelerator == "tcg"
+    assert record.qemu_end == end
     with pytest.raises(ValueError):
-        facts.to_record("ok", None, free_text="no")  # type: ignore[call-arg]  # refused at run time too
+        facts.to_record("ok", None, qemu_end=None, free_text="no")  # type: ignore[call-arg]  # refused at run time too
     with pytest.raises(ValidationError):
-        VmFacts(**{**facts.__dict__, "host_key_sha256": "xyz"}).to_record("ok", None)
+        VmFacts(**{**facts.__dict__, "host_key_sha256": "xyz"}).to_record("ok", None, qemu_end=None)
